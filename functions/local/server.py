@@ -1,0 +1,68 @@
+"""Local entry point (`make run`): every function's routers in one ASGI app on 127.0.0.1:$PORT.
+
+AWS is whatever AWS_ENDPOINT_URL names (boto3 reads it natively); without it an embedded moto
+server stands in. The table is created there if missing. The routers, store and handlers are the
+same code the Lambda functions run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_embedded_moto() -> str:
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    port = _free_port()
+    ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False).start()
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "local"),
+        ("AWS_SECRET_ACCESS_KEY", "local"),
+        ("AWS_SESSION_TOKEN", "local"),
+    ):
+        os.environ.setdefault(name, value)
+    return f"http://127.0.0.1:{port}"
+
+
+def main() -> None:
+    import uvicorn
+
+    from agents_core.settings import Settings
+    from agents_core.store import agent_store_from_settings, dynamodb_client
+    from agents_core.store.table import create_table_if_missing
+    from agents_core.web.agents import router as agents_router
+    from agents_core.web.app import create_app
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    where = "given by AWS_ENDPOINT_URL"
+    if not endpoint:
+        endpoint = os.environ["AWS_ENDPOINT_URL"] = _start_embedded_moto()
+        where = "embedded moto server"
+
+    settings = Settings.from_env()
+    client = dynamodb_client()
+    create_table_if_missing(client, settings.table_name)
+    app = create_app(agents_router, agent_store=agent_store_from_settings(settings, client))
+
+    port = int(os.environ.get("PORT", "8321"))
+    print(
+        f"serverless-agents serving http://127.0.0.1:{port} | AWS endpoint {endpoint} ({where})"
+        f" | table {settings.table_name}",
+        flush=True,
+    )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""Shared wire types of the contract: content, messages, tool calls, inference parameters.
+
+Field names, defaults and discriminators follow the Llama Stack v0.2.14 OpenAPI document
+(`shared/reference/llama-stack-agents-api.v0.2.14.yaml`). Unknown fields are rejected, as the
+contract's `additionalProperties: false` says, so a typo in a request is a 400, not a silent no-op.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ApiModel(BaseModel):
+    """Base of every API model: unknown fields are an error."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class Order(StrEnum):
+    asc = "asc"
+    desc = "desc"
+
+
+class URL(ApiModel):
+    uri: str
+
+
+# --- content -------------------------------------------------------------------------------
+
+
+class ImageSource(ApiModel):
+    url: URL | None = None
+    data: str | None = None
+
+
+class ImageContentItem(ApiModel):
+    type: Literal["image"] = "image"
+    image: ImageSource
+
+
+class TextContentItem(ApiModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+InterleavedContentItem = Annotated[ImageContentItem | TextContentItem, Field(discriminator="type")]
+InterleavedContent = str | InterleavedContentItem | list[InterleavedContentItem]
+
+
+class TextDelta(ApiModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageDelta(ApiModel):
+    type: Literal["image"] = "image"
+    image: str
+
+
+class ToolCallParseStatus(StrEnum):
+    started = "started"
+    in_progress = "in_progress"
+    failed = "failed"
+    succeeded = "succeeded"
+
+
+# --- tools ---------------------------------------------------------------------------------
+
+
+class BuiltinTool(StrEnum):
+    brave_search = "brave_search"
+    wolfram_alpha = "wolfram_alpha"
+    photogen = "photogen"
+    code_interpreter = "code_interpreter"
+
+
+JsonScalar = str | int | float | bool | None
+ToolArguments = str | dict[str, JsonScalar | list[JsonScalar] | dict[str, JsonScalar]]
+
+
+class ToolCall(ApiModel):
+    call_id: str
+    tool_name: BuiltinTool | str
+    arguments: ToolArguments
+    arguments_json: str | None = None
+
+
+class ToolCallDelta(ApiModel):
+    type: Literal["tool_call"] = "tool_call"
+    tool_call: str | ToolCall
+    parse_status: ToolCallParseStatus
+
+
+ContentDelta = Annotated[TextDelta | ImageDelta | ToolCallDelta, Field(discriminator="type")]
+
+
+class ToolResponse(ApiModel):
+    call_id: str
+    tool_name: BuiltinTool | str
+    content: InterleavedContent
+    metadata: dict[str, Any] | None = None
+
+
+class ToolParameter(ApiModel):
+    name: str
+    parameter_type: str
+    description: str
+    required: bool = True
+    default: Any = None
+
+
+class ToolDef(ApiModel):
+    name: str
+    description: str | None = None
+    parameters: list[ToolParameter] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ToolChoice(StrEnum):
+    auto = "auto"
+    required = "required"
+    none = "none"
+
+
+class ToolPromptFormat(StrEnum):
+    json = "json"
+    function_tag = "function_tag"
+    python_list = "python_list"
+
+
+class SystemMessageBehavior(StrEnum):
+    append = "append"
+    replace = "replace"
+
+
+class ToolConfig(ApiModel):
+    """How the model may use tools; `tool_choice` may also name one specific tool."""
+
+    tool_choice: ToolChoice | str | None = ToolChoice.auto
+    tool_prompt_format: ToolPromptFormat | None = None
+    system_message_behavior: SystemMessageBehavior | None = SystemMessageBehavior.append
+
+
+# --- messages ------------------------------------------------------------------------------
+
+
+class StopReason(StrEnum):
+    end_of_turn = "end_of_turn"
+    end_of_message = "end_of_message"
+    out_of_tokens = "out_of_tokens"
+
+
+class UserMessage(ApiModel):
+    role: Literal["user"] = "user"
+    content: InterleavedContent
+    context: InterleavedContent | None = None
+
+
+class ToolResponseMessage(ApiModel):
+    role: Literal["tool"] = "tool"
+    call_id: str
+    content: InterleavedContent
+
+
+class CompletionMessage(ApiModel):
+    role: Literal["assistant"] = "assistant"
+    content: InterleavedContent
+    stop_reason: StopReason
+    tool_calls: list[ToolCall] | None = Field(default_factory=list)
+
+
+TurnInputMessage = Annotated[UserMessage | ToolResponseMessage, Field(discriminator="role")]
+
+
+# --- inference parameters ------------------------------------------------------------------
+
+
+class GreedySamplingStrategy(ApiModel):
+    type: Literal["greedy"] = "greedy"
+
+
+class TopPSamplingStrategy(ApiModel):
+    type: Literal["top_p"] = "top_p"
+    temperature: float | None = Field(default=None, gt=0)
+    top_p: float | None = 0.95
+
+
+class TopKSamplingStrategy(ApiModel):
+    type: Literal["top_k"] = "top_k"
+    top_k: int = Field(ge=1)
+
+
+SamplingStrategy = Annotated[
+    GreedySamplingStrategy | TopPSamplingStrategy | TopKSamplingStrategy,
+    Field(discriminator="type"),
+]
+
+
+class SamplingParams(ApiModel):
+    strategy: SamplingStrategy = Field(default_factory=GreedySamplingStrategy)
+    max_tokens: int | None = Field(default=0, ge=0)
+    repetition_penalty: float | None = 1.0
+    stop: list[str] | None = None
+
+
+class JsonSchemaResponseFormat(ApiModel):
+    type: Literal["json_schema"] = "json_schema"
+    json_schema: dict[str, Any]
+
+
+class GrammarResponseFormat(ApiModel):
+    type: Literal["grammar"] = "grammar"
+    bnf: dict[str, Any]
+
+
+ResponseFormat = Annotated[
+    JsonSchemaResponseFormat | GrammarResponseFormat, Field(discriminator="type")
+]
+
+
+# --- safety --------------------------------------------------------------------------------
+
+
+class ViolationLevel(StrEnum):
+    info = "info"
+    warn = "warn"
+    error = "error"
+
+
+class SafetyViolation(ApiModel):
+    violation_level: ViolationLevel
+    user_message: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- pagination ----------------------------------------------------------------------------
+
+
+class PaginatedResponse(ApiModel):
+    data: list[dict[str, Any]]
+    has_more: bool
+    url: str | None = None

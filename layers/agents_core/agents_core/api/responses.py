@@ -1,0 +1,493 @@
+"""OpenAI Responses API models: inputs, outputs, the response object, list shapes, stream events.
+
+The contract's schemas, plus the stream events the official `openai` SDK expects that the
+contract omits (`response.in_progress`, `response.content_part.*`, `response.failed`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag
+
+from .common import ApiModel
+
+# --- message content -----------------------------------------------------------------------
+
+
+class OpenAIResponseInputMessageContentText(ApiModel):
+    text: str
+    type: Literal["input_text"] = "input_text"
+
+
+class OpenAIResponseInputMessageContentImage(ApiModel):
+    detail: Literal["low", "high", "auto"] = "auto"
+    type: Literal["input_image"] = "input_image"
+    image_url: str | None = None
+
+
+OpenAIResponseInputMessageContent = Annotated[
+    OpenAIResponseInputMessageContentText | OpenAIResponseInputMessageContentImage,
+    Field(discriminator="type"),
+]
+
+
+class OpenAIResponseAnnotationFileCitation(ApiModel):
+    type: Literal["file_citation"] = "file_citation"
+    file_id: str
+    filename: str
+    index: int
+
+
+class OpenAIResponseAnnotationCitation(ApiModel):
+    type: Literal["url_citation"] = "url_citation"
+    end_index: int
+    start_index: int
+    title: str
+    url: str
+
+
+class OpenAIResponseAnnotationContainerFileCitation(ApiModel):
+    type: Literal["container_file_citation"] = "container_file_citation"
+    container_id: str
+    end_index: int
+    file_id: str
+    filename: str
+    start_index: int
+
+
+class OpenAIResponseAnnotationFilePath(ApiModel):
+    type: Literal["file_path"] = "file_path"
+    file_id: str
+    index: int
+
+
+OpenAIResponseAnnotations = Annotated[
+    OpenAIResponseAnnotationFileCitation
+    | OpenAIResponseAnnotationCitation
+    | OpenAIResponseAnnotationContainerFileCitation
+    | OpenAIResponseAnnotationFilePath,
+    Field(discriminator="type"),
+]
+
+
+class OpenAIResponseOutputMessageContentOutputText(ApiModel):
+    text: str
+    type: Literal["output_text"] = "output_text"
+    annotations: list[OpenAIResponseAnnotations] = Field(default_factory=list)
+
+
+# --- items ---------------------------------------------------------------------------------
+
+
+class OpenAIResponseMessage(ApiModel):
+    content: (
+        str
+        | list[OpenAIResponseInputMessageContent]
+        | list[OpenAIResponseOutputMessageContentOutputText]
+    )
+    role: Literal["system", "developer", "user", "assistant"]
+    type: Literal["message"] = "message"
+    id: str | None = None
+    status: str | None = None
+
+
+class OpenAIResponseOutputMessageWebSearchToolCall(ApiModel):
+    id: str
+    status: str
+    type: Literal["web_search_call"] = "web_search_call"
+
+
+class OpenAIResponseOutputMessageFileSearchToolCall(ApiModel):
+    id: str
+    queries: list[str]
+    status: str
+    type: Literal["file_search_call"] = "file_search_call"
+    results: list[dict[str, Any]] | None = None
+
+
+class OpenAIResponseOutputMessageFunctionToolCall(ApiModel):
+    call_id: str
+    name: str
+    arguments: str
+    type: Literal["function_call"] = "function_call"
+    id: str | None = None
+    status: str | None = None
+
+
+class OpenAIResponseInputFunctionToolCallOutput(ApiModel):
+    call_id: str
+    output: str
+    type: Literal["function_call_output"] = "function_call_output"
+    id: str | None = None
+    status: str | None = None
+
+
+class MCPListToolsTool(ApiModel):
+    input_schema: dict[str, Any]
+    name: str
+    description: str | None = None
+
+
+class OpenAIResponseOutputMessageMCPCall(ApiModel):
+    id: str
+    type: Literal["mcp_call"] = "mcp_call"
+    arguments: str
+    name: str
+    server_label: str
+    error: str | None = None
+    output: str | None = None
+
+
+class OpenAIResponseOutputMessageMCPListTools(ApiModel):
+    id: str
+    type: Literal["mcp_list_tools"] = "mcp_list_tools"
+    server_label: str
+    tools: list[MCPListToolsTool]
+
+
+def _item_type(value: Any) -> str:
+    """OpenAI accepts `{"role": ..., "content": ...}` without a type: that is a message."""
+    if isinstance(value, dict):
+        return value.get("type", "message")
+    return getattr(value, "type", "message")
+
+
+OpenAIResponseInput = Annotated[
+    Annotated[OpenAIResponseOutputMessageWebSearchToolCall, Tag("web_search_call")]
+    | Annotated[OpenAIResponseOutputMessageFileSearchToolCall, Tag("file_search_call")]
+    | Annotated[OpenAIResponseOutputMessageFunctionToolCall, Tag("function_call")]
+    | Annotated[OpenAIResponseInputFunctionToolCallOutput, Tag("function_call_output")]
+    | Annotated[OpenAIResponseMessage, Tag("message")],
+    Discriminator(_item_type),
+]
+
+OpenAIResponseOutput = Annotated[
+    OpenAIResponseMessage
+    | OpenAIResponseOutputMessageWebSearchToolCall
+    | OpenAIResponseOutputMessageFileSearchToolCall
+    | OpenAIResponseOutputMessageFunctionToolCall
+    | OpenAIResponseOutputMessageMCPCall
+    | OpenAIResponseOutputMessageMCPListTools,
+    Field(discriminator="type"),
+]
+
+
+# --- tools ---------------------------------------------------------------------------------
+
+
+class OpenAIResponseInputToolWebSearch(ApiModel):
+    type: Literal["web_search", "web_search_preview", "web_search_preview_2025_03_11"] = (
+        "web_search"
+    )
+    search_context_size: str | None = "medium"
+
+
+class SearchRankingOptions(ApiModel):
+    ranker: str | None = None
+    score_threshold: float | None = 0.0
+
+
+class OpenAIResponseInputToolFileSearch(ApiModel):
+    type: Literal["file_search"] = "file_search"
+    vector_store_ids: list[str]
+    filters: dict[str, Any] | None = None
+    max_num_results: int | None = Field(default=10, ge=1, le=50)
+    ranking_options: SearchRankingOptions | None = None
+
+
+class OpenAIResponseInputToolFunction(ApiModel):
+    type: Literal["function"] = "function"
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ApprovalFilter(ApiModel):
+    always: list[str] | None = None
+    never: list[str] | None = None
+
+
+class AllowedToolsFilter(ApiModel):
+    tool_names: list[str] | None = None
+
+
+class OpenAIResponseInputToolMCP(ApiModel):
+    type: Literal["mcp"] = "mcp"
+    server_label: str
+    server_url: str
+    headers: dict[str, Any] | None = None
+    require_approval: Literal["always", "never"] | ApprovalFilter = "never"
+    allowed_tools: list[str] | AllowedToolsFilter | None = None
+
+
+OpenAIResponseInputTool = Annotated[
+    OpenAIResponseInputToolWebSearch
+    | OpenAIResponseInputToolFileSearch
+    | OpenAIResponseInputToolFunction
+    | OpenAIResponseInputToolMCP,
+    Field(discriminator="type"),
+]
+
+
+# --- the response object -------------------------------------------------------------------
+
+
+class OpenAIResponseTextFormat(ApiModel):
+    type: Literal["text", "json_schema", "json_object"]
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+    model_config = ApiModel.model_config | {"populate_by_name": True}
+
+
+class OpenAIResponseText(ApiModel):
+    format: OpenAIResponseTextFormat | None = None
+
+
+class OpenAIResponseError(ApiModel):
+    code: str
+    message: str
+
+
+class OpenAIResponseObject(ApiModel):
+    created_at: int
+    error: OpenAIResponseError | None = None
+    id: str
+    model: str
+    object: Literal["response"] = "response"
+    output: list[OpenAIResponseOutput]
+    parallel_tool_calls: bool = False
+    previous_response_id: str | None = None
+    status: str
+    temperature: float | None = None
+    text: OpenAIResponseText = Field(
+        default_factory=lambda: OpenAIResponseText(format=OpenAIResponseTextFormat(type="text"))
+    )
+    top_p: float | None = None
+    truncation: str | None = None
+    user: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+class OpenAIResponseObjectWithInput(OpenAIResponseObject):
+    input: list[OpenAIResponseInput]
+
+
+class ListOpenAIResponseObject(ApiModel):
+    data: list[OpenAIResponseObjectWithInput]
+    has_more: bool
+    first_id: str | None
+    last_id: str | None
+    object: Literal["list"] = "list"
+
+
+class ListOpenAIResponseInputItem(ApiModel):
+    data: list[OpenAIResponseInput]
+    object: Literal["list"] = "list"
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool = False
+
+
+class OpenAIDeleteResponseObject(ApiModel):
+    id: str
+    object: Literal["response"] = "response"
+    deleted: bool = True
+
+
+class CreateOpenaiResponseRequest(ApiModel):
+    input: str | list[OpenAIResponseInput]
+    model: str = Field(min_length=1)
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    store: bool | None = True
+    stream: bool | None = False
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    text: OpenAIResponseText | None = None
+    tools: list[OpenAIResponseInputTool] | None = None
+    max_infer_iters: int | None = Field(default=10, ge=1)
+
+
+# --- stream events -------------------------------------------------------------------------
+
+
+class StreamEvent(ApiModel):
+    sequence_number: int
+
+
+class ResponseCreated(StreamEvent):
+    type: Literal["response.created"] = "response.created"
+    response: OpenAIResponseObject
+
+
+class ResponseInProgress(StreamEvent):
+    type: Literal["response.in_progress"] = "response.in_progress"
+    response: OpenAIResponseObject
+
+
+class ResponseCompleted(StreamEvent):
+    type: Literal["response.completed"] = "response.completed"
+    response: OpenAIResponseObject
+
+
+class ResponseFailed(StreamEvent):
+    type: Literal["response.failed"] = "response.failed"
+    response: OpenAIResponseObject
+
+
+class ResponseIncomplete(StreamEvent):
+    type: Literal["response.incomplete"] = "response.incomplete"
+    response: OpenAIResponseObject
+
+
+class OutputItemAdded(StreamEvent):
+    type: Literal["response.output_item.added"] = "response.output_item.added"
+    response_id: str | None = None
+    item: OpenAIResponseOutput
+    output_index: int
+
+
+class OutputItemDone(StreamEvent):
+    type: Literal["response.output_item.done"] = "response.output_item.done"
+    response_id: str | None = None
+    item: OpenAIResponseOutput
+    output_index: int
+
+
+class ContentPartAdded(StreamEvent):
+    type: Literal["response.content_part.added"] = "response.content_part.added"
+    item_id: str
+    output_index: int
+    content_index: int
+    part: OpenAIResponseOutputMessageContentOutputText
+
+
+class ContentPartDone(StreamEvent):
+    type: Literal["response.content_part.done"] = "response.content_part.done"
+    item_id: str
+    output_index: int
+    content_index: int
+    part: OpenAIResponseOutputMessageContentOutputText
+
+
+class OutputTextDelta(StreamEvent):
+    type: Literal["response.output_text.delta"] = "response.output_text.delta"
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+
+
+class OutputTextDone(StreamEvent):
+    type: Literal["response.output_text.done"] = "response.output_text.done"
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+
+
+class FunctionCallArgumentsDelta(StreamEvent):
+    type: Literal["response.function_call_arguments.delta"] = (
+        "response.function_call_arguments.delta"
+    )
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class FunctionCallArgumentsDone(StreamEvent):
+    type: Literal["response.function_call_arguments.done"] = "response.function_call_arguments.done"
+    item_id: str
+    output_index: int
+    arguments: str
+
+
+class WebSearchCallInProgress(StreamEvent):
+    type: Literal["response.web_search_call.in_progress"] = "response.web_search_call.in_progress"
+    item_id: str
+    output_index: int
+
+
+class WebSearchCallSearching(StreamEvent):
+    type: Literal["response.web_search_call.searching"] = "response.web_search_call.searching"
+    item_id: str
+    output_index: int
+
+
+class WebSearchCallCompleted(StreamEvent):
+    type: Literal["response.web_search_call.completed"] = "response.web_search_call.completed"
+    item_id: str
+    output_index: int
+
+
+class McpListToolsInProgress(StreamEvent):
+    type: Literal["response.mcp_list_tools.in_progress"] = "response.mcp_list_tools.in_progress"
+
+
+class McpListToolsFailed(StreamEvent):
+    type: Literal["response.mcp_list_tools.failed"] = "response.mcp_list_tools.failed"
+
+
+class McpListToolsCompleted(StreamEvent):
+    type: Literal["response.mcp_list_tools.completed"] = "response.mcp_list_tools.completed"
+
+
+class McpCallArgumentsDelta(StreamEvent):
+    type: Literal["response.mcp_call.arguments.delta"] = "response.mcp_call.arguments.delta"
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class McpCallArgumentsDone(StreamEvent):
+    type: Literal["response.mcp_call.arguments.done"] = "response.mcp_call.arguments.done"
+    item_id: str
+    output_index: int
+    arguments: str
+
+
+class McpCallInProgress(StreamEvent):
+    type: Literal["response.mcp_call.in_progress"] = "response.mcp_call.in_progress"
+    item_id: str
+    output_index: int
+
+
+class McpCallFailed(StreamEvent):
+    type: Literal["response.mcp_call.failed"] = "response.mcp_call.failed"
+
+
+class McpCallCompleted(StreamEvent):
+    type: Literal["response.mcp_call.completed"] = "response.mcp_call.completed"
+
+
+OpenAIResponseObjectStream = Annotated[
+    ResponseCreated
+    | ResponseInProgress
+    | OutputItemAdded
+    | OutputItemDone
+    | ContentPartAdded
+    | ContentPartDone
+    | OutputTextDelta
+    | OutputTextDone
+    | FunctionCallArgumentsDelta
+    | FunctionCallArgumentsDone
+    | WebSearchCallInProgress
+    | WebSearchCallSearching
+    | WebSearchCallCompleted
+    | McpListToolsInProgress
+    | McpListToolsFailed
+    | McpListToolsCompleted
+    | McpCallArgumentsDelta
+    | McpCallArgumentsDone
+    | McpCallInProgress
+    | McpCallFailed
+    | McpCallCompleted
+    | ResponseCompleted
+    | ResponseFailed
+    | ResponseIncomplete,
+    Field(discriminator="type"),
+]

@@ -1,0 +1,36 @@
+"""Time-ordered identifiers.
+
+Every id this service mints is a UUIDv7 (RFC 9562): a valid UUID string whose lexical order is
+its creation order. Sort keys built from ids therefore list agents, sessions, turns and steps in
+the order they were created, with no extra timestamp attribute or index.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+_lock = threading.Lock()
+_last_ms = 0
+_seq = 0
+
+
+def new_id() -> str:
+    """A UUIDv7; ids minted by one process within the same millisecond still sort in order."""
+    global _last_ms, _seq
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            ms = _last_ms
+            _seq += 1
+            if _seq > 0xFFF:  # 4096 ids in one millisecond: borrow the next one
+                ms, _seq = ms + 1, 0
+        else:
+            _seq = 0
+        _last_ms = ms
+        seq = _seq
+    rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand_b
+    return str(uuid.UUID(int=value))

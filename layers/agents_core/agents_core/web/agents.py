@@ -1,0 +1,135 @@
+"""Routes of the agents function: agents, sessions, and reads of turns and steps."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+from pydantic import BaseModel
+
+from ..api.agents import (
+    Agent,
+    AgentCreateResponse,
+    AgentSessionCreateResponse,
+    AgentStepResponse,
+    CreateAgentRequest,
+    CreateAgentSessionRequest,
+    Session,
+    Turn,
+)
+from ..api.common import PaginatedResponse
+from ..store import AgentStore
+from .context import agent_store, tenant
+
+#: Ids are ours (UUIDs) or a migrated client's; '#' and other separators never reach a key.
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+
+router = APIRouter(prefix="/v1/agents", tags=["Agents"])
+
+Tenant = Annotated[str, Depends(tenant)]
+Store = Annotated[AgentStore, Depends(agent_store)]
+AgentId = Annotated[str, Path(pattern=ID_PATTERN)]
+SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
+TurnId = Annotated[str, Path(pattern=ID_PATTERN)]
+StepId = Annotated[str, Path(pattern=ID_PATTERN)]
+StartIndex = Annotated[int, Query(ge=0)]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+
+
+def json_response(model: BaseModel) -> Response:
+    """Serialize once with pydantic; the route's response_model only documents the shape."""
+    return Response(content=model.model_dump_json(), media_type="application/json")
+
+
+def page_response(items: list[BaseModel], has_more: bool) -> Response:
+    data = [item.model_dump(mode="json") for item in items]
+    return json_response(PaginatedResponse(data=data, has_more=has_more))
+
+
+@router.post("", response_model=AgentCreateResponse)
+def create_agent(body: CreateAgentRequest, tenant: Tenant, store: Store) -> Response:
+    agent = store.create_agent(tenant, body.agent_config)
+    return json_response(AgentCreateResponse(agent_id=agent.agent_id))
+
+
+@router.get("", response_model=PaginatedResponse)
+def list_agents(
+    tenant: Tenant, store: Store, start_index: StartIndex = 0, limit: Limit = DEFAULT_PAGE
+) -> Response:
+    agents, has_more = store.list_agents(tenant, start_index, limit)
+    return page_response(agents, has_more)
+
+
+@router.get("/{agent_id}", response_model=Agent)
+def get_agent(agent_id: AgentId, tenant: Tenant, store: Store) -> Response:
+    return json_response(store.get_agent(tenant, agent_id))
+
+
+@router.delete("/{agent_id}", status_code=204)
+def delete_agent(agent_id: AgentId, tenant: Tenant, store: Store) -> Response:
+    store.delete_agent(tenant, agent_id)
+    return Response(status_code=204)
+
+
+@router.post("/{agent_id}/session", response_model=AgentSessionCreateResponse)
+def create_session(
+    agent_id: AgentId, body: CreateAgentSessionRequest, tenant: Tenant, store: Store
+) -> Response:
+    session = store.create_session(tenant, agent_id, body.session_name)
+    return json_response(AgentSessionCreateResponse(session_id=session.session_id))
+
+
+@router.get("/{agent_id}/sessions", response_model=PaginatedResponse)
+def list_sessions(
+    agent_id: AgentId,
+    tenant: Tenant,
+    store: Store,
+    start_index: StartIndex = 0,
+    limit: Limit = DEFAULT_PAGE,
+) -> Response:
+    sessions, has_more = store.list_sessions(tenant, agent_id, start_index, limit)
+    return page_response(sessions, has_more)
+
+
+@router.get("/{agent_id}/session/{session_id}", response_model=Session)
+def get_session(
+    agent_id: AgentId,
+    session_id: SessionId,
+    tenant: Tenant,
+    store: Store,
+    turn_ids: Annotated[list[str] | None, Query()] = None,
+) -> Response:
+    # Clients send `turn_ids=a&turn_ids=b` or, like llama-stack-client, `turn_ids=a,b`.
+    wanted = [t for value in turn_ids or [] for t in value.split(",") if t] or None
+    return json_response(store.get_session(tenant, agent_id, session_id, wanted))
+
+
+@router.delete("/{agent_id}/session/{session_id}", status_code=204)
+def delete_session(agent_id: AgentId, session_id: SessionId, tenant: Tenant, store: Store) -> Response:
+    store.delete_session(tenant, agent_id, session_id)
+    return Response(status_code=204)
+
+
+@router.get("/{agent_id}/session/{session_id}/turn/{turn_id}", response_model=Turn)
+def get_turn(
+    agent_id: AgentId, session_id: SessionId, turn_id: TurnId, tenant: Tenant, store: Store
+) -> Response:
+    return json_response(store.get_turn(tenant, agent_id, session_id, turn_id))
+
+
+@router.get(
+    "/{agent_id}/session/{session_id}/turn/{turn_id}/step/{step_id}",
+    response_model=AgentStepResponse,
+)
+def get_step(
+    agent_id: AgentId,
+    session_id: SessionId,
+    turn_id: TurnId,
+    step_id: StepId,
+    tenant: Tenant,
+    store: Store,
+) -> Response:
+    step = store.get_step(tenant, agent_id, session_id, turn_id, step_id)
+    return json_response(AgentStepResponse(step=step))

@@ -1,0 +1,61 @@
+"""Error responses: every failure is JSON `{"detail": ...}` with the status a client can act on.
+
+400 bad input (with the validation message), 404 missing or another tenant's, 409 state
+conflict, 413 too large to store. Anything unexpected is logged and answered 500 without details.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..store import Conflict, NotFound, TooLarge
+from .log import logger
+
+
+def validation_message(errors: list[Any]) -> str:
+    """One readable line per problem, e.g. `agent_config.model: Field required`."""
+    parts = []
+    for error in errors:
+        if error.get("type") == "json_invalid":
+            parts.append(f"Request body is not valid JSON: {error.get('ctx', {}).get('error', '')}")
+            continue
+        loc = [str(p) for p in error.get("loc", ()) if p not in ("body",)]
+        msg = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+        parts.append(f"{'.'.join(loc)}: {msg}" if loc else msg)
+    return "; ".join(parts) or "Invalid request"
+
+
+def _detail(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _detail(400, validation_message(list(exc.errors())))
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return _detail(404, str(exc))
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return _detail(409, str(exc))
+
+    @app.exception_handler(TooLarge)
+    async def _too_large(_: Request, exc: TooLarge) -> JSONResponse:
+        return _detail(413, str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _detail(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error")
+        return _detail(500, "Internal server error")
