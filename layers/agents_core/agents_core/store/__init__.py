@@ -1,11 +1,11 @@
 """DynamoDB single-table storage. The key schema is in `keys`, documented in docs/storage.md."""
 
 from .agents import AgentStore
-from .errors import Conflict, NotFound, StoreError, TooLarge
+from .errors import Conflict, InvalidInput, NotFound, StoreError, TooLarge
 from .factory import agent_store_from_settings, dynamodb_client
 
 __all__ = [
     "AgentStore",
     "agent_store_from_settings",
     "dynamodb_client",
-    "Conflict", "NotFound", "StoreError", "TooLarge"]
+    "Conflict", "InvalidInput", "NotFound", "StoreError", "TooLarge"]

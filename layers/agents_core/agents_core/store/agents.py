@@ -308,7 +308,7 @@ class AgentStore:
         items: list[dict[str, Any]] = []
         kwargs = {"TableName": self._table, **params}
         while len(items) < wanted:
-            resp = self._db.query(**kwargs, Limit=wanted - len(items))
+            resp = self._db.query(**kwargs, Limit=min(wanted - len(items), 1000))
             items.extend(resp.get("Items", []))
             if "LastEvaluatedKey" not in resp:
                 break

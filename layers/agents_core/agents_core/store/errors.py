@@ -15,3 +15,7 @@ class Conflict(StoreError):
 
 class TooLarge(StoreError):
     """The item would not fit DynamoDB's 400 KB limit."""
+
+
+class InvalidInput(StoreError):
+    """The value passed validation but cannot be stored (for example invalid Unicode)."""

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
+
+from .errors import InvalidInput
 
 #: DynamoDB's item limit is 400 KB; keep a margin for the attributes added on update.
 MAX_ITEM_BYTES = 400 * 1024 - 2048
@@ -13,7 +16,11 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def json_body(model: BaseModel) -> str:
-    return model.model_dump_json(exclude_none=True)
+    """The item body; runs before any write, so text that cannot be stored changes nothing."""
+    try:
+        return model.model_dump_json(exclude_none=True)
+    except PydanticSerializationError as err:  # e.g. an unpaired surrogate from a JSON escape
+        raise InvalidInput(f"Request contains text that cannot be stored: {err}") from err
 
 
 def parse_body(model: type[M], item: dict[str, Any]) -> M:

@@ -25,6 +25,8 @@ from .context import agent_store, tenant
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
+#: Offset pages read the items they skip; past this, a caller should filter rather than page.
+MAX_START_INDEX = 100_000
 
 router = APIRouter(prefix="/v1/agents", tags=["Agents"])
 
@@ -34,7 +36,7 @@ AgentId = Annotated[str, Path(pattern=ID_PATTERN)]
 SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
 TurnId = Annotated[str, Path(pattern=ID_PATTERN)]
 StepId = Annotated[str, Path(pattern=ID_PATTERN)]
-StartIndex = Annotated[int, Query(ge=0)]
+StartIndex = Annotated[int, Query(ge=0, le=MAX_START_INDEX)]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 
 

@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..store import Conflict, NotFound, TooLarge
+from ..store import Conflict, InvalidInput, NotFound, TooLarge
 from .log import logger
 
 
@@ -38,6 +38,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return _detail(400, validation_message(list(exc.errors())))
+
+    @app.exception_handler(InvalidInput)
+    async def _unstorable(_: Request, exc: InvalidInput) -> JSONResponse:
+        return _detail(400, str(exc))
 
     @app.exception_handler(NotFound)
     async def _not_found(_: Request, exc: NotFound) -> JSONResponse:

@@ -1,0 +1,50 @@
+"""Shared fixtures: AWS is moto (in-process), the app is the real FastAPI app over the real store."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from fastapi.testclient import TestClient
+from moto import mock_aws
+
+from agents_core.store import AgentStore
+from agents_core.store.table import create_table_if_missing
+from agents_core.web.agents import router as agents_router
+from agents_core.web.app import create_app
+
+TABLE = "agents-test"
+
+
+@pytest.fixture(autouse=True)
+def aws_env(monkeypatch):
+    """Fake credentials and a region, so nothing can reach a real AWS account."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def dynamodb(aws_env):
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table_if_missing(client, TABLE)
+        yield client
+
+
+@pytest.fixture
+def store(dynamodb) -> AgentStore:
+    return AgentStore(dynamodb, TABLE, ephemeral_session_ttl_seconds=3600)
+
+
+@pytest.fixture
+def api(store) -> TestClient:
+    return TestClient(create_app(agents_router, agent_store=store), raise_server_exceptions=False)
+
+
+def agent_config(**overrides):
+    config = {"model": "test-model", "instructions": "You are terse."}
+    config.update(overrides)
+    return config
