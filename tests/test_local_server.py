@@ -1,0 +1,76 @@
+"""`make run`'s server, driven by llama-stack-client 0.2.12 and plain HTTP."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from llama_stack_client import LlamaStackClient, NotFoundError
+
+from .local_server import running_server
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as (base, banner):
+        yield base, banner
+
+
+def test_startup_line_names_address_endpoint_and_table(server):
+    base, banner = server
+    assert base in banner
+    assert "embedded moto" in banner and "http://127.0.0.1:" in banner.split("AWS endpoint")[1]
+    assert "table serverless-agents" in banner
+
+
+def test_llama_stack_client_drives_agents_and_sessions(server):
+    base, _ = server
+    client = LlamaStackClient(base_url=base)
+    agent = client.agents.create(
+        agent_config={
+            "model": "meta-llama/Llama-3.2-3B-Instruct",
+            "instructions": "You are a helpful assistant.",
+            "enable_session_persistence": True,
+            "client_tools": [
+                {
+                    "name": "get_weather",
+                    "description": "Weather for a city",
+                    "parameters": [
+                        {"name": "city", "parameter_type": "string", "description": "City", "required": True}
+                    ],
+                }
+            ],
+        }
+    )
+    session = client.agents.session.create(agent.agent_id, session_name="weather chat")
+    got = client.agents.session.retrieve(session.session_id, agent_id=agent.agent_id)
+    assert got.session_id == session.session_id
+    assert got.session_name == "weather chat"
+    assert got.turns == []
+
+    # Routes this client version lacks, over plain HTTP.
+    described = httpx.get(f"{base}/v1/agents/{agent.agent_id}").json()
+    assert described["agent_config"]["client_tools"][0]["name"] == "get_weather"
+    listed = httpx.get(f"{base}/v1/agents").json()
+    assert agent.agent_id in [a["agent_id"] for a in listed["data"]]
+    sessions = httpx.get(f"{base}/v1/agents/{agent.agent_id}/sessions").json()
+    assert [s["session_id"] for s in sessions["data"]] == [session.session_id]
+
+    client.agents.session.delete(session.session_id, agent_id=agent.agent_id)
+    with pytest.raises(NotFoundError):
+        client.agents.session.retrieve(session.session_id, agent_id=agent.agent_id)
+    client.agents.delete(agent.agent_id)
+    with pytest.raises(NotFoundError):
+        client.agents.session.create(agent.agent_id, session_name="too late")
+    assert httpx.get(f"{base}/v1/agents/{agent.agent_id}").status_code == 404
+
+
+def test_client_sees_validation_errors_as_400(server):
+    from llama_stack_client import BadRequestError
+
+    base, _ = server
+    client = LlamaStackClient(base_url=base)
+    with pytest.raises(BadRequestError) as err:
+        client.agents.create(
+            agent_config={"model": "m", "instructions": "i", "tool_choice": "auto", "tool_config": {"tool_choice": "none"}}
+        )
+    assert "tool_choice is deprecated" in str(err.value)
