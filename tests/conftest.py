@@ -1,16 +1,15 @@
-"""Shared fixtures: AWS is moto (in-process), the app is the real FastAPI app over the real store."""
+"""AWS is moto (in-process); the app is the real FastAPI app over the real store."""
 
 from __future__ import annotations
 
 import boto3
 import pytest
-from fastapi.testclient import TestClient
-from moto import mock_aws
-
 from agents_core.store import AgentStore
 from agents_core.store.table import create_table_if_missing
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
+from fastapi.testclient import TestClient
+from moto import mock_aws
 
 TABLE = "agents-test"
 

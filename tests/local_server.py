@@ -1,4 +1,4 @@
-"""Start `functions/local/server.py` as a subprocess, the way `make run` does, for end-to-end tests."""
+"""Start `functions/local/server.py` in a subprocess, as `make run` does, for end-to-end tests."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def free_port() -> int:
 
 @contextmanager
 def running_server(extra_env: dict[str, str] | None = None):
-    """Yield (base_url, first stdout line); the server runs on embedded moto unless told otherwise."""
+    """Yield (base_url, first stdout line); AWS is embedded moto unless told otherwise."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update({"PORT": str(port), "PYTHONUNBUFFERED": "1"}, **(extra_env or {}))

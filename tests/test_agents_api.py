@@ -53,7 +53,9 @@ def test_sessions_lifecycle(api):
     assert session == {**listed["data"][0], "turns": []}
     assert api.delete(f"/v1/agents/{agent_id}/session/{first}").status_code == 204
     assert api.get(f"/v1/agents/{agent_id}/session/{first}").status_code == 404
-    assert [s["session_id"] for s in api.get(f"/v1/agents/{agent_id}/sessions").json()["data"]] == [second]
+    assert [s["session_id"] for s in api.get(f"/v1/agents/{agent_id}/sessions").json()["data"]] == [
+        second
+    ]
 
 
 def test_turn_ids_filter_accepts_repeated_and_comma_forms(api, store):
@@ -87,10 +89,15 @@ def test_turn_and_step_are_404_until_they_exist(api):
 def test_validation_message_reaches_the_client(api):
     resp = api.post(
         "/v1/agents",
-        json={"agent_config": agent_config(tool_choice="auto", tool_config={"tool_choice": "none"})},
+        json={
+            "agent_config": agent_config(tool_choice="auto", tool_config={"tool_choice": "none"})
+        },
     )
     assert resp.status_code == 400
-    assert "tool_choice is deprecated. Use tool_choice in tool_config instead." in resp.json()["detail"]
+    assert (
+        "tool_choice is deprecated. Use tool_choice in tool_config instead."
+        in resp.json()["detail"]
+    )
     resp = api.post("/v1/agents", json={"agent_config": {"instructions": "x"}})
     assert resp.status_code == 400
     assert resp.json()["detail"] == "agent_config.model: Field required"
@@ -103,7 +110,9 @@ def test_bad_input_changes_nothing(api, dynamodb):
     before = dynamodb.scan(TableName=TABLE)["Items"]
     for body in ({}, {"agent_config": {"model": "m"}}, [], "x"):
         assert api.post("/v1/agents", json=body).status_code == 400
-    assert api.post(f"/v1/agents/{agent_id}/session", json={"name": "wrong field"}).status_code == 400
+    assert (
+        api.post(f"/v1/agents/{agent_id}/session", json={"name": "wrong field"}).status_code == 400
+    )
     assert api.post("/v1/agents/missing/session", json={"session_name": "s"}).status_code == 404
     huge = agent_config(instructions="x" * 450_000)
     resp = api.post("/v1/agents", json={"agent_config": huge})
@@ -111,13 +120,29 @@ def test_bad_input_changes_nothing(api, dynamodb):
     assert dynamodb.scan(TableName=TABLE)["Items"] == before
 
 
-BAD_BODIES = [b"", b"{", b"null", b"[]", b'"text"', b"123", b'{"agent_config": null}',
-              b'{"agent_config": {"model": 5, "instructions": []}}',
-              b'{"session_name": {"nested": true}}', "{\"session_name\": \"\udcff\"}".encode("utf-8", "surrogatepass"),
-              b"\xff\xfe\x00", b'{"agent_config": {"model": "m", "instructions": "i", "sampling_params": {"max_tokens": -1}}}']
+BAD_BODIES = [
+    b"",
+    b"{",
+    b"null",
+    b"[]",
+    b'"text"',
+    b"123",
+    b'{"agent_config": null}',
+    b'{"agent_config": {"model": 5, "instructions": []}}',
+    b'{"session_name": {"nested": true}}',
+    '{"session_name": "\udcff"}'.encode("utf-8", "surrogatepass"),
+    b"\xff\xfe\x00",
+    b'{"agent_config": {"model": "m", "instructions": "i", "sampling_params": {"max_tokens": -1}}}',
+]
 BAD_IDS = ["x" * 129, "a#b", "a%23b", "a.b", "a b", "ü", "%00", "a/b"]
-BAD_QUERIES = [{"start_index": "-1"}, {"start_index": "x"}, {"limit": "0"}, {"limit": "1001"},
-               {"limit": "1.5"}, {"start_index": "99999999999999999999999"}]
+BAD_QUERIES = [
+    {"start_index": "-1"},
+    {"start_index": "x"},
+    {"limit": "0"},
+    {"limit": "1001"},
+    {"limit": "1.5"},
+    {"start_index": "99999999999999999999999"},
+]
 
 
 @pytest.mark.parametrize("body", BAD_BODIES)

@@ -42,10 +42,16 @@ def test_every_crud_event_through_the_handler(handler):
     ids[EVENT_SESSION] = body["session_id"]
 
     expected = {
-        "list_agents.json": (200, lambda b: [a["agent_id"] for a in b["data"]] == [ids[EVENT_AGENT]]),
+        "list_agents.json": (
+            200,
+            lambda b: [a["agent_id"] for a in b["data"]] == [ids[EVENT_AGENT]],
+        ),
         "get_agent.json": (200, lambda b: b["agent_config"]["enable_session_persistence"] is True),
         "list_sessions.json": (200, lambda b: b["data"][0]["session_name"] == "support chat"),
-        "get_session.json": (200, lambda b: b["session_id"] == ids[EVENT_SESSION] and b["turns"] == []),
+        "get_session.json": (
+            200,
+            lambda b: b["session_id"] == ids[EVENT_SESSION] and b["turns"] == [],
+        ),
         "get_turn.json": (404, lambda b: "not found" in b["detail"]),
         "get_step.json": (404, lambda b: "not found" in b["detail"]),
         "delete_session.json": (204, lambda b: b is None),
@@ -61,8 +67,12 @@ def test_every_crud_event_through_the_handler(handler):
 
 def test_every_crud_route_in_the_template_has_an_event():
     template = (ROOT / "template.yaml").read_text()
-    events = {json.loads(p.read_text())["resource"] + " " + json.loads(p.read_text())["httpMethod"].lower()
-              for p in Path(ROOT / "events" / "agents").glob("*.json")}
+    events = {
+        json.loads(p.read_text())["resource"]
+        + " "
+        + json.loads(p.read_text())["httpMethod"].lower()
+        for p in Path(ROOT / "events" / "agents").glob("*.json")
+    }
     for event in events:
         path, method = event.split()
         assert f"Path: {path}\n            Method: {method}" in template
@@ -74,17 +84,28 @@ def test_tenants_are_isolated(handler):
     bob = {"principalId": "user-bob"}
     status, body = invoke(handler, with_identity(load_event("agents/create_agent.json"), **alice))
     ids = {EVENT_AGENT: body["agent_id"]}
-    status, body = invoke(handler, with_identity(load_event("agents/create_session.json", ids), **alice))
+    status, body = invoke(
+        handler, with_identity(load_event("agents/create_session.json", ids), **alice)
+    )
     ids[EVENT_SESSION] = body["session_id"]
 
-    for name in ("get_agent.json", "get_session.json", "list_sessions.json", "create_session.json",
-                 "delete_session.json", "delete_agent.json", "get_turn.json"):
+    for name in (
+        "get_agent.json",
+        "get_session.json",
+        "list_sessions.json",
+        "create_session.json",
+        "delete_session.json",
+        "delete_agent.json",
+        "get_turn.json",
+    ):
         status, body = invoke(handler, with_identity(load_event(f"agents/{name}", ids), **bob))
         assert status == 404, (name, body)
     status, body = invoke(handler, with_identity(load_event("agents/list_agents.json"), **bob))
     assert body["data"] == []
     # Alice still has everything bob tried to delete.
-    status, body = invoke(handler, with_identity(load_event("agents/get_session.json", ids), **alice))
+    status, body = invoke(
+        handler, with_identity(load_event("agents/get_session.json", ids), **alice)
+    )
     assert status == 200 and body["session_id"] == ids[EVENT_SESSION]
 
 
@@ -92,14 +113,19 @@ def test_tenants_are_isolated(handler):
     ("identity", "tenant"),
     [
         ({"principalId": "p-1", "apiKeyId": "key-1"}, "p-1"),
-        ({"userArn": "arn:aws:iam::123456789012:user/ci", "apiKeyId": "key-1"}, "arn:aws:iam::123456789012:user/ci"),
+        (
+            {"userArn": "arn:aws:iam::123456789012:user/ci", "apiKeyId": "key-1"},
+            "arn:aws:iam::123456789012:user/ci",
+        ),
         ({"caller": "AIDAEXAMPLE", "apiKeyId": "key-1"}, "AIDAEXAMPLE"),
         ({"apiKeyId": "key-1"}, "key-1"),
         ({}, "default"),
     ],
 )
 def test_tenant_comes_from_the_request_context(handler, store, identity, tenant):
-    status, body = invoke(handler, with_identity(load_event("agents/create_agent.json"), **identity))
+    status, body = invoke(
+        handler, with_identity(load_event("agents/create_agent.json"), **identity)
+    )
     assert status == 200
     assert store.get_agent(tenant, body["agent_id"]).agent_id == body["agent_id"]
 

@@ -35,7 +35,12 @@ def test_llama_stack_client_drives_agents_and_sessions(server):
                     "name": "get_weather",
                     "description": "Weather for a city",
                     "parameters": [
-                        {"name": "city", "parameter_type": "string", "description": "City", "required": True}
+                        {
+                            "name": "city",
+                            "parameter_type": "string",
+                            "description": "City",
+                            "required": True,
+                        }
                     ],
                 }
             ],
@@ -71,6 +76,11 @@ def test_client_sees_validation_errors_as_400(server):
     client = LlamaStackClient(base_url=base)
     with pytest.raises(BadRequestError) as err:
         client.agents.create(
-            agent_config={"model": "m", "instructions": "i", "tool_choice": "auto", "tool_config": {"tool_choice": "none"}}
+            agent_config={
+                "model": "m",
+                "instructions": "i",
+                "tool_choice": "auto",
+                "tool_config": {"tool_choice": "none"},
+            }
         )
     assert "tool_choice is deprecated" in str(err.value)

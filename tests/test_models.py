@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
-
 from agents_core.api.agents import (
     Agent,
     AgentConfig,
@@ -23,6 +21,7 @@ from agents_core.api.responses import (
     OpenAIResponseObject,
     OpenAIResponseObjectStream,
 )
+from pydantic import TypeAdapter, ValidationError
 
 SEEDS = Path(__file__).parent / "fixtures" / "seeds"
 
@@ -49,7 +48,9 @@ def test_seed_list_agents_response_roundtrips():
     body = load("list_agents_response.json")
     page = {**body, "has_more": False}
     parsed = PaginatedResponse.model_validate(page)
-    assert [Agent.model_validate(a).model_dump(mode="json", exclude_unset=True) for a in parsed.data] == body["data"]
+    assert [
+        Agent.model_validate(a).model_dump(mode="json", exclude_unset=True) for a in parsed.data
+    ] == body["data"]
 
 
 def test_seed_sessions_roundtrip():
@@ -60,7 +61,9 @@ def test_seed_sessions_roundtrip():
 
 
 def test_deprecated_tool_fields_fold_into_tool_config():
-    config = AgentConfig(model="m", instructions="i", tool_choice="required", tool_prompt_format="json")
+    config = AgentConfig(
+        model="m", instructions="i", tool_choice="required", tool_prompt_format="json"
+    )
     assert config.tool_config == ToolConfig(tool_choice="required", tool_prompt_format="json")
 
 
@@ -113,7 +116,9 @@ TURN = {
                 "role": "assistant",
                 "content": "",
                 "stop_reason": "end_of_message",
-                "tool_calls": [{"call_id": "c1", "tool_name": "add", "arguments": {"a": 2, "b": 2}}],
+                "tool_calls": [
+                    {"call_id": "c1", "tool_name": "add", "arguments": {"a": 2, "b": 2}}
+                ],
             },
         },
         {
@@ -132,7 +137,12 @@ TURN = {
             "inserted_context": [{"type": "text", "text": "ctx"}],
         },
     ],
-    "output_message": {"role": "assistant", "content": "4", "stop_reason": "end_of_turn", "tool_calls": []},
+    "output_message": {
+        "role": "assistant",
+        "content": "4",
+        "stop_reason": "end_of_turn",
+        "tool_calls": [],
+    },
     "output_attachments": [],
     "started_at": "2025-03-12T17:19:17.784328Z",
     "completed_at": "2025-03-12T17:19:18.123456Z",
@@ -148,14 +158,24 @@ def test_turn_with_all_four_step_kinds_roundtrips():
     [
         {"event_type": "turn_start", "turn_id": "t1"},
         {"event_type": "step_start", "step_type": "inference", "step_id": "p1", "metadata": {}},
-        {"event_type": "step_progress", "step_type": "inference", "step_id": "p1", "delta": {"type": "text", "text": "4"}},
+        {
+            "event_type": "step_progress",
+            "step_type": "inference",
+            "step_id": "p1",
+            "delta": {"type": "text", "text": "4"},
+        },
         {
             "event_type": "step_progress",
             "step_type": "inference",
             "step_id": "p1",
             "delta": {"type": "tool_call", "tool_call": '{"a": 2', "parse_status": "in_progress"},
         },
-        {"event_type": "step_complete", "step_type": "inference", "step_id": "p1", "step_details": TURN["steps"][0]},
+        {
+            "event_type": "step_complete",
+            "step_type": "inference",
+            "step_id": "p1",
+            "step_details": TURN["steps"][0],
+        },
         {"event_type": "turn_complete", "turn": TURN},
         {"event_type": "turn_awaiting_input", "turn": TURN},
     ],
@@ -179,7 +199,14 @@ def test_openai_response_objects_parse():
                 "status": "completed",
                 "content": [{"type": "output_text", "text": "hi", "annotations": []}],
             },
-            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "id": "fc_1", "status": "completed"},
+            {
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "f",
+                "arguments": "{}",
+                "id": "fc_1",
+                "status": "completed",
+            },
         ],
         "parallel_tool_calls": False,
         "status": "completed",
@@ -187,17 +214,32 @@ def test_openai_response_objects_parse():
     }
     assert roundtrip(OpenAIResponseObject, response) == response
     event = TypeAdapter(OpenAIResponseObjectStream).validate_python(
-        {"type": "response.output_text.delta", "sequence_number": 3, "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "h"}
+        {
+            "type": "response.output_text.delta",
+            "sequence_number": 3,
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "h",
+        }
     )
     assert event.delta == "h"
 
 
 def test_openai_input_accepts_typeless_messages_and_rejects_unknown_items():
     request = CreateOpenaiResponseRequest.model_validate(
-        {"model": "m", "input": [{"role": "user", "content": "hi"}, {"type": "function_call_output", "call_id": "c", "output": "4"}]}
+        {
+            "model": "m",
+            "input": [
+                {"role": "user", "content": "hi"},
+                {"type": "function_call_output", "call_id": "c", "output": "4"},
+            ],
+        }
     )
     assert request.input[0].type == "message"
     with pytest.raises(ValidationError):
         CreateOpenaiResponseRequest.model_validate({"model": "m", "input": [{"type": "telepathy"}]})
     with pytest.raises(ValidationError):
-        CreateOpenaiResponseRequest.model_validate({"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}})
+        CreateOpenaiResponseRequest.model_validate(
+            {"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}}
+        )

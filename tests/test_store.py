@@ -6,12 +6,10 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-
 from agents_core.api.agents import AgentConfig, InferenceStep, ToolExecutionStep, Turn
 from agents_core.api.common import CompletionMessage, ToolCall, ToolResponse, UserMessage
 from agents_core.ids import new_id
-from agents_core.store import NotFound, TooLarge
-from agents_core.store import keys
+from agents_core.store import NotFound, TooLarge, keys
 
 from .conftest import TABLE
 
@@ -31,7 +29,9 @@ def make_turn(session_id: str, text: str = "hello") -> Turn:
             InferenceStep(
                 turn_id=turn_id,
                 step_id=new_id(),
-                model_response=CompletionMessage(content="", stop_reason="end_of_message", tool_calls=[call]),
+                model_response=CompletionMessage(
+                    content="", stop_reason="end_of_message", tool_calls=[call]
+                ),
             ),
             ToolExecutionStep(
                 turn_id=turn_id,
@@ -99,7 +99,10 @@ def test_session_holds_turns_and_steps_in_order(store):
     assert [t.turn_id for t in only.turns] == [turns[2].turn_id]
     assert store.get_turn("t", agent.agent_id, session.session_id, turns[0].turn_id) == turns[0]
     step = turns[0].steps[1]
-    assert store.get_step("t", agent.agent_id, session.session_id, turns[0].turn_id, step.step_id) == step
+    assert (
+        store.get_step("t", agent.agent_id, session.session_id, turns[0].turn_id, step.step_id)
+        == step
+    )
 
 
 def test_a_turn_id_prefix_does_not_match_another_turn(store):
@@ -132,7 +135,9 @@ def test_delete_session_removes_its_turns_and_steps(store, dynamodb):
     store.delete_session("t", agent.agent_id, gone.session_id)
     remaining = {i["PK"]["S"] for i in all_items(dynamodb)}
     assert not any(gone.session_id in pk for pk in remaining)
-    assert [s.session_id for s in store.list_sessions("t", agent.agent_id, 0, 10)[0]] == [keep.session_id]
+    assert [s.session_id for s in store.list_sessions("t", agent.agent_id, 0, 10)[0]] == [
+        keep.session_id
+    ]
     assert len(store.get_session("t", agent.agent_id, keep.session_id).turns) == 1
 
 

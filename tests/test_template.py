@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from agents_core.store.table import TABLE_DEFINITION, TTL_ATTRIBUTE
 
 from .lambda_support import ROOT
@@ -20,7 +19,11 @@ class _CfnLoader(yaml.SafeLoader):
 def _tag(loader, suffix, node):
     if isinstance(node, yaml.ScalarNode):
         return f"!{suffix} {loader.construct_scalar(node)}"
-    return {f"!{suffix}": loader.construct_sequence(node)} if isinstance(node, yaml.SequenceNode) else None
+    return (
+        {f"!{suffix}": loader.construct_sequence(node)}
+        if isinstance(node, yaml.SequenceNode)
+        else None
+    )
 
 
 _CfnLoader.add_multi_constructor("!", _tag)
@@ -32,7 +35,9 @@ def template() -> dict:
 
 def test_cfn_lint_reports_nothing():
     cfn_lint = Path(sys.executable).parent / "cfn-lint"
-    result = subprocess.run([str(cfn_lint), "template.yaml"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [str(cfn_lint), "template.yaml"], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == ""
 

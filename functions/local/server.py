@@ -36,7 +36,6 @@ def _start_embedded_moto() -> str:
 
 def main() -> None:
     import uvicorn
-
     from agents_core.settings import Settings
     from agents_core.store import agent_store_from_settings, dynamodb_client
     from agents_core.store.table import create_table_if_missing

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Settings:
     table_name: str = "serverless-agents"
-    #: Lifetime of sessions of agents with `enable_session_persistence: false` (see docs/storage.md).
+    #: Lifetime of sessions of agents with `enable_session_persistence: false`
+    #: (see docs/storage.md).
     ephemeral_session_ttl_seconds: int = 24 * 3600
 
     @classmethod

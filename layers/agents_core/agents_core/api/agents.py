@@ -136,13 +136,16 @@ class AgentConfigCommon(ApiModel):
         """The deprecated top-level fields may only repeat `tool_config`, never contradict it."""
         if self.tool_config is not None:
             if self.tool_choice and self.tool_config.tool_choice != self.tool_choice:
-                raise ValueError("tool_choice is deprecated. Use tool_choice in tool_config instead.")
+                raise ValueError(
+                    "tool_choice is deprecated. Use tool_choice in tool_config instead."
+                )
             if (
                 self.tool_prompt_format
                 and self.tool_config.tool_prompt_format != self.tool_prompt_format
             ):
                 raise ValueError(
-                    "tool_prompt_format is deprecated. Use tool_prompt_format in tool_config instead."
+                    "tool_prompt_format is deprecated. "
+                    "Use tool_prompt_format in tool_config instead."
                 )
         else:
             params: dict[str, Any] = {}

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class ApiModel(BaseModel):
     """Base of every API model: unknown fields are an error."""
 
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    # Schemas are built on first use: a function pays only for the models it touches.
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), defer_build=True)
 
 
 class Order(StrEnum):

@@ -8,4 +8,9 @@ __all__ = [
     "AgentStore",
     "agent_store_from_settings",
     "dynamodb_client",
-    "Conflict", "InvalidInput", "NotFound", "StoreError", "TooLarge"]
+    "Conflict",
+    "InvalidInput",
+    "NotFound",
+    "StoreError",
+    "TooLarge",
+]

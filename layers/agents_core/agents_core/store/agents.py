@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 from ..api.agents import Agent, AgentConfig, Session, Step, Turn
 from ..ids import new_id
 from . import keys
-from .errors import Conflict, NotFound, TooLarge
+from .errors import NotFound, TooLarge
 from .items import MAX_ITEM_BYTES, item_size, json_body, parse_body
 
 if TYPE_CHECKING:
@@ -138,7 +138,9 @@ class AgentStore:
                         "ConditionCheck": {
                             "TableName": self._table,
                             "Key": _key(keys.agent_pk(tenant, agent_id), keys.AGENT),
-                            "ConditionExpression": "attribute_exists(PK) AND attribute_not_exists(deleting)",
+                            "ConditionExpression": (
+                                "attribute_exists(PK) AND attribute_not_exists(deleting)"
+                            ),
                         }
                     },
                     {"Put": {"TableName": self._table, "Item": session_item}},
@@ -231,7 +233,14 @@ class AgentStore:
         pk = keys.session_pk(tenant, turn.session_id)
         extra = {"expires_at": session["expires_at"]} if "expires_at" in session else {}
         header = turn.model_copy(update={"steps": []})
-        items = [{"PK": {"S": pk}, "SK": {"S": keys.turn_sk(turn.turn_id)}, "body": {"S": json_body(header)}, **extra}]
+        items = [
+            {
+                "PK": {"S": pk},
+                "SK": {"S": keys.turn_sk(turn.turn_id)},
+                "body": {"S": json_body(header)},
+                **extra,
+            }
+        ]
         for step in turn.steps:
             items.append(
                 {
@@ -303,7 +312,7 @@ class AgentStore:
     def _page(
         self, params: dict[str, Any], start_index: int, limit: int
     ) -> tuple[list[dict[str, Any]], bool]:
-        """Offset pagination over a query: skip `start_index` items, return `limit` and whether more exist."""
+        """Offset pages: skip `start_index` items, return `limit` of them and whether more exist."""
         wanted = start_index + limit + 1
         items: list[dict[str, Any]] = []
         kwargs = {"TableName": self._table, **params}
@@ -318,7 +327,9 @@ class AgentStore:
 
     def _batch_delete(self, keys_: list[dict[str, Any]]) -> None:
         for start in range(0, len(keys_), _BATCH):
-            self._batch_write([{"DeleteRequest": {"Key": k}} for k in keys_[start : start + _BATCH]])
+            self._batch_write(
+                [{"DeleteRequest": {"Key": k}} for k in keys_[start : start + _BATCH]]
+            )
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> None:
         """BatchWriteItem until DynamoDB has taken every request (it may hand some back)."""

@@ -1,23 +1,14 @@
-"""Build stores from settings. boto3 honours AWS_ENDPOINT_URL, so local runs need no special case."""
+"""Build stores from settings."""
 
 from __future__ import annotations
 
+from .. import aws
 from ..settings import Settings
 from .agents import AgentStore
 
 
 def dynamodb_client():
-    """A DynamoDB client with bounded timeouts: a stuck call fails fast instead of eating the Lambda."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=2,
-        read_timeout=5,
-        retries={"mode": "standard", "max_attempts": 4},
-        tcp_keepalive=True,
-    )
-    return boto3.client("dynamodb", config=config)
+    return aws.client("dynamodb")
 
 
 def agent_store_from_settings(settings: Settings, client=None) -> AgentStore:

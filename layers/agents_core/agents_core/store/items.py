@@ -33,7 +33,7 @@ def item_size(item: dict[str, Any]) -> int:
 
 
 def _value_size(value: dict[str, Any]) -> int:
-    (kind, raw), = value.items()
+    ((kind, raw),) = value.items()
     if kind in ("S", "N"):
         return len(raw.encode())
     if kind == "B":

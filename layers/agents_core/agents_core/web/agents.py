@@ -41,7 +41,7 @@ Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 
 
 def json_response(model: BaseModel) -> Response:
-    """Serialize once with pydantic; the route's response_model only documents the shape."""
+    """Serialize once with pydantic; each route names its model under `responses` for the docs."""
     return Response(content=model.model_dump_json(), media_type="application/json")
 
 
@@ -50,13 +50,13 @@ def page_response(items: list[BaseModel], has_more: bool) -> Response:
     return json_response(PaginatedResponse(data=data, has_more=has_more))
 
 
-@router.post("", response_model=AgentCreateResponse)
+@router.post("", responses={200: {"model": AgentCreateResponse}})
 def create_agent(body: CreateAgentRequest, tenant: Tenant, store: Store) -> Response:
     agent = store.create_agent(tenant, body.agent_config)
     return json_response(AgentCreateResponse(agent_id=agent.agent_id))
 
 
-@router.get("", response_model=PaginatedResponse)
+@router.get("", responses={200: {"model": PaginatedResponse}})
 def list_agents(
     tenant: Tenant, store: Store, start_index: StartIndex = 0, limit: Limit = DEFAULT_PAGE
 ) -> Response:
@@ -64,7 +64,7 @@ def list_agents(
     return page_response(agents, has_more)
 
 
-@router.get("/{agent_id}", response_model=Agent)
+@router.get("/{agent_id}", responses={200: {"model": Agent}})
 def get_agent(agent_id: AgentId, tenant: Tenant, store: Store) -> Response:
     return json_response(store.get_agent(tenant, agent_id))
 
@@ -75,7 +75,7 @@ def delete_agent(agent_id: AgentId, tenant: Tenant, store: Store) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/{agent_id}/session", response_model=AgentSessionCreateResponse)
+@router.post("/{agent_id}/session", responses={200: {"model": AgentSessionCreateResponse}})
 def create_session(
     agent_id: AgentId, body: CreateAgentSessionRequest, tenant: Tenant, store: Store
 ) -> Response:
@@ -83,7 +83,7 @@ def create_session(
     return json_response(AgentSessionCreateResponse(session_id=session.session_id))
 
 
-@router.get("/{agent_id}/sessions", response_model=PaginatedResponse)
+@router.get("/{agent_id}/sessions", responses={200: {"model": PaginatedResponse}})
 def list_sessions(
     agent_id: AgentId,
     tenant: Tenant,
@@ -95,7 +95,7 @@ def list_sessions(
     return page_response(sessions, has_more)
 
 
-@router.get("/{agent_id}/session/{session_id}", response_model=Session)
+@router.get("/{agent_id}/session/{session_id}", responses={200: {"model": Session}})
 def get_session(
     agent_id: AgentId,
     session_id: SessionId,
@@ -109,12 +109,14 @@ def get_session(
 
 
 @router.delete("/{agent_id}/session/{session_id}", status_code=204)
-def delete_session(agent_id: AgentId, session_id: SessionId, tenant: Tenant, store: Store) -> Response:
+def delete_session(
+    agent_id: AgentId, session_id: SessionId, tenant: Tenant, store: Store
+) -> Response:
     store.delete_session(tenant, agent_id, session_id)
     return Response(status_code=204)
 
 
-@router.get("/{agent_id}/session/{session_id}/turn/{turn_id}", response_model=Turn)
+@router.get("/{agent_id}/session/{session_id}/turn/{turn_id}", responses={200: {"model": Turn}})
 def get_turn(
     agent_id: AgentId, session_id: SessionId, turn_id: TurnId, tenant: Tenant, store: Store
 ) -> Response:
@@ -123,7 +125,7 @@ def get_turn(
 
 @router.get(
     "/{agent_id}/session/{session_id}/turn/{turn_id}/step/{step_id}",
-    response_model=AgentStepResponse,
+    responses={200: {"model": AgentStepResponse}},
 )
 def get_step(
     agent_id: AgentId,
