@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import boto3
 import pytest
+from agents_core.services import Services, build_services
+from agents_core.settings import Settings
 from agents_core.store import AgentStore
 from agents_core.store.table import create_table_if_missing
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
+from agents_core.web.turns import resume_router, turns_router
 from fastapi.testclient import TestClient
 from moto import mock_aws
 
@@ -34,13 +37,19 @@ def dynamodb(aws_env):
 
 
 @pytest.fixture
-def store(dynamodb) -> AgentStore:
-    return AgentStore(dynamodb, TABLE, ephemeral_session_ttl_seconds=3600)
+def services(dynamodb) -> Services:
+    return build_services(Settings(table_name=TABLE, ephemeral_session_ttl_seconds=3600), dynamodb)
 
 
 @pytest.fixture
-def api(store) -> TestClient:
-    return TestClient(create_app(agents_router, agent_store=store), raise_server_exceptions=False)
+def store(services) -> AgentStore:
+    return services.agents
+
+
+@pytest.fixture
+def api(services) -> TestClient:
+    app = create_app(agents_router, turns_router, resume_router, services=services)
+    return TestClient(app, raise_server_exceptions=False)
 
 
 def agent_config(**overrides):

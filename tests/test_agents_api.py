@@ -58,14 +58,14 @@ def test_sessions_lifecycle(api):
     ]
 
 
-def test_turn_ids_filter_accepts_repeated_and_comma_forms(api, store):
-    from .test_store import make_turn
+def test_turn_ids_filter_accepts_repeated_and_comma_forms(api, services):
+    from .test_store import make_turn, record_turn
 
     agent_id = create_agent(api)
     session_id = create_session(api, agent_id)
     turns = [make_turn(session_id, str(i)) for i in range(3)]
     for turn in turns:
-        store.save_turn("default", agent_id, turn)
+        record_turn(services, "default", agent_id, turn)
     url = f"/v1/agents/{agent_id}/session/{session_id}"
     both = [turns[0].turn_id, turns[2].turn_id]
     for params in ({"turn_ids": both}, {"turn_ids": ",".join(both)}):

@@ -10,6 +10,7 @@ from agents_core.api.agents import AgentConfig, InferenceStep, ToolExecutionStep
 from agents_core.api.common import CompletionMessage, ToolCall, ToolResponse, UserMessage
 from agents_core.ids import new_id
 from agents_core.store import NotFound, TooLarge, keys
+from agents_core.store.turns import COMPLETED, TurnState
 
 from .conftest import TABLE
 
@@ -45,6 +46,15 @@ def make_turn(session_id: str, text: str = "hello") -> Turn:
     )
 
 
+def record_turn(services, tenant: str, agent_id: str, turn: Turn) -> None:
+    """Store a finished turn the way the engine does: lock, steps, then the turn with the release."""
+    turns = services.turns
+    lock = turns.lock_for_new_turn(tenant, agent_id, turn.session_id, turn.turn_id)
+    for step in turn.steps:
+        turns.save_step(lock, step)
+    turns.end_turn(lock, turn, TurnState(COMPLETED, iterations=1), history=[])
+
+
 def all_items(dynamodb):
     return dynamodb.scan(TableName=TABLE)["Items"]
 
@@ -67,10 +77,10 @@ def test_agents_list_in_creation_order_with_offset_pages(store):
     assert store.list_agents("t1", 50, 3) == ([], False)
 
 
-def test_tenant_is_the_first_part_of_every_key(store, dynamodb):
+def test_tenant_is_the_first_part_of_every_key(store, dynamodb, services):
     agent = store.create_agent("acme", config())
     session = store.create_session("acme", agent.agent_id, "s")
-    store.save_turn("acme", agent.agent_id, make_turn(session.session_id))
+    record_turn(services, "acme", agent.agent_id, make_turn(session.session_id))
     for item in all_items(dynamodb):
         assert item["PK"]["S"].startswith("T#acme#")
         if "GSI1PK" in item:
@@ -86,32 +96,32 @@ def test_tenant_separator_cannot_forge_another_tenants_key():
     assert keys.agent_pk("a%23b", "x") != keys.agent_pk("a#b", "x")
 
 
-def test_session_holds_turns_and_steps_in_order(store):
+def test_session_holds_turns_and_steps_in_order(store, services):
     agent = store.create_agent("t", config(enable_session_persistence=True))
     session = store.create_session("t", agent.agent_id, "chat")
     turns = [make_turn(session.session_id, f"msg {i}") for i in range(3)]
     for turn in turns:
-        store.save_turn("t", agent.agent_id, turn)
+        record_turn(services, "t", agent.agent_id, turn)
     loaded = store.get_session("t", agent.agent_id, session.session_id)
     assert [t.turn_id for t in loaded.turns] == [t.turn_id for t in turns]
     assert loaded.turns[1] == turns[1]
     only = store.get_session("t", agent.agent_id, session.session_id, [turns[2].turn_id])
     assert [t.turn_id for t in only.turns] == [turns[2].turn_id]
-    assert store.get_turn("t", agent.agent_id, session.session_id, turns[0].turn_id) == turns[0]
+    assert services.turns.get_turn("t", agent.agent_id, session.session_id, turns[0].turn_id) == turns[0]
     step = turns[0].steps[1]
     assert (
-        store.get_step("t", agent.agent_id, session.session_id, turns[0].turn_id, step.step_id)
+        services.turns.get_step("t", agent.agent_id, session.session_id, turns[0].turn_id, step.step_id)
         == step
     )
 
 
-def test_a_turn_id_prefix_does_not_match_another_turn(store):
+def test_a_turn_id_prefix_does_not_match_another_turn(store, services):
     agent = store.create_agent("t", config())
     session = store.create_session("t", agent.agent_id, "chat")
     turn = make_turn(session.session_id)
-    store.save_turn("t", agent.agent_id, turn)
+    record_turn(services, "t", agent.agent_id, turn)
     with pytest.raises(NotFound):
-        store.get_turn("t", agent.agent_id, session.session_id, turn.turn_id[:8])
+        services.turns.get_turn("t", agent.agent_id, session.session_id, turn.turn_id[:8])
 
 
 def test_session_must_belong_to_the_agent_in_the_path(store):
@@ -125,13 +135,13 @@ def test_session_must_belong_to_the_agent_in_the_path(store):
     assert store.get_session("t", a1.agent_id, session.session_id).session_name == "s"
 
 
-def test_delete_session_removes_its_turns_and_steps(store, dynamodb):
+def test_delete_session_removes_its_turns_and_steps(store, dynamodb, services):
     agent = store.create_agent("t", config())
     keep = store.create_session("t", agent.agent_id, "keep")
     gone = store.create_session("t", agent.agent_id, "gone")
     for _ in range(15):  # more items than one BatchWriteItem takes
-        store.save_turn("t", agent.agent_id, make_turn(gone.session_id))
-    store.save_turn("t", agent.agent_id, make_turn(keep.session_id))
+        record_turn(services, "t", agent.agent_id, make_turn(gone.session_id))
+    record_turn(services, "t", agent.agent_id, make_turn(keep.session_id))
     store.delete_session("t", agent.agent_id, gone.session_id)
     remaining = {i["PK"]["S"] for i in all_items(dynamodb)}
     assert not any(gone.session_id in pk for pk in remaining)
@@ -141,12 +151,12 @@ def test_delete_session_removes_its_turns_and_steps(store, dynamodb):
     assert len(store.get_session("t", agent.agent_id, keep.session_id).turns) == 1
 
 
-def test_delete_agent_removes_sessions_turns_and_steps(store, dynamodb):
+def test_delete_agent_removes_sessions_turns_and_steps(store, dynamodb, services):
     agent = store.create_agent("t", config())
     other = store.create_agent("t", config())
     for name in ("a", "b"):
         session = store.create_session("t", agent.agent_id, name)
-        store.save_turn("t", agent.agent_id, make_turn(session.session_id))
+        record_turn(services, "t", agent.agent_id, make_turn(session.session_id))
     other_session = store.create_session("t", other.agent_id, "x")
     store.delete_agent("t", agent.agent_id)
     items = all_items(dynamodb)
@@ -178,12 +188,12 @@ def test_a_deleting_agent_takes_no_new_sessions_and_a_retry_finishes(store, dyna
     assert all(session.session_id not in i["PK"]["S"] for i in all_items(dynamodb))
 
 
-def test_ephemeral_sessions_carry_ttl_and_vanish_when_expired(store, dynamodb):
+def test_ephemeral_sessions_carry_ttl_and_vanish_when_expired(store, dynamodb, services):
     ephemeral = store.create_agent("t", config(enable_session_persistence=False))
     durable = store.create_agent("t", config(enable_session_persistence=True))
     s1 = store.create_session("t", ephemeral.agent_id, "e")
     s2 = store.create_session("t", durable.agent_id, "d")
-    store.save_turn("t", ephemeral.agent_id, make_turn(s1.session_id))
+    record_turn(services, "t", ephemeral.agent_id, make_turn(s1.session_id))
     items = all_items(dynamodb)
     eph = [i for i in items if s1.session_id in i["PK"]["S"] + i["SK"]["S"]]
     assert len(eph) == 5 and all("expires_at" in i for i in eph)  # session, entry, turn, 2 steps

@@ -36,11 +36,13 @@ def _start_embedded_moto() -> str:
 
 def main() -> None:
     import uvicorn
+    from agents_core import aws
+    from agents_core.services import build_services
     from agents_core.settings import Settings
-    from agents_core.store import agent_store_from_settings, dynamodb_client
     from agents_core.store.table import create_table_if_missing
     from agents_core.web.agents import router as agents_router
     from agents_core.web.app import create_app
+    from agents_core.web.turns import resume_router, turns_router
 
     os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
@@ -50,14 +52,15 @@ def main() -> None:
         where = "embedded moto server"
 
     settings = Settings.from_env()
-    client = dynamodb_client()
+    client = aws.client("dynamodb")
     create_table_if_missing(client, settings.table_name)
-    app = create_app(agents_router, agent_store=agent_store_from_settings(settings, client))
+    services = build_services(settings, client)
+    app = create_app(agents_router, turns_router, resume_router, services=services)
 
     port = int(os.environ.get("PORT", "8321"))
     print(
         f"serverless-agents serving http://127.0.0.1:{port} | AWS endpoint {endpoint} ({where})"
-        f" | table {settings.table_name}",
+        f" | table {settings.table_name} | {services.engine.models.describe()}",
         flush=True,
     )
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

@@ -12,6 +12,13 @@ class Settings:
     #: Lifetime of sessions of agents with `enable_session_persistence: false`
     #: (see docs/storage.md).
     ephemeral_session_ttl_seconds: int = 24 * 3600
+    #: An OpenAI-compatible endpoint; without one, models are served by the offline model.
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    #: How long a model may take to answer (connect and between streamed chunks).
+    inference_timeout_seconds: float = 60.0
+    #: How long a running turn holds its session; longer than the turns function's timeout.
+    turn_lease_seconds: int = 930
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -20,4 +27,10 @@ class Settings:
             ephemeral_session_ttl_seconds=int(
                 os.environ.get("EPHEMERAL_SESSION_TTL_SECONDS", cls.ephemeral_session_ttl_seconds)
             ),
+            openai_base_url=os.environ.get("OPENAI_BASE_URL") or None,
+            openai_api_key=os.environ.get("OPENAI_API_KEY") or None,
+            inference_timeout_seconds=float(
+                os.environ.get("INFERENCE_TIMEOUT_SECONDS", cls.inference_timeout_seconds)
+            ),
+            turn_lease_seconds=int(os.environ.get("TURN_LEASE_SECONDS", cls.turn_lease_seconds)),
         )

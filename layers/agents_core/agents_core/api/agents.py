@@ -196,6 +196,8 @@ class AgentSessionCreateResponse(ApiModel):
 
 class CreateAgentTurnRequest(ApiModel):
     messages: list[TurnInputMessage] = Field(min_length=1)
+    #: Extension: this turn's system instructions instead of the agent's.
+    instructions: str | None = None
     stream: bool | None = False
     documents: list[Document] | None = None
     toolgroups: list[AgentToolGroup] | None = None

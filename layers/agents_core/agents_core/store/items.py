@@ -1,7 +1,14 @@
-"""Item encoding shared by the stores: API objects as JSON bodies, and DynamoDB's size rule."""
+"""Item encoding shared by the stores: API objects as JSON bodies, and DynamoDB's size rule.
+
+An item whose JSON attributes would pass DynamoDB's 400 KB limit is written in parts: the head
+item (its own key, `parts` = N) and N items `{sk}#PART#{i}` holding the attributes' JSON as
+binary chunks. Parts sort right after their head, so a query returns them together.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -11,6 +18,8 @@ from .errors import InvalidInput
 
 #: DynamoDB's item limit is 400 KB; keep a margin for the attributes added on update.
 MAX_ITEM_BYTES = 400 * 1024 - 2048
+PART_BYTES = 350 * 1024
+PART_MARK = "#PART#"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -45,3 +54,39 @@ def _value_size(value: dict[str, Any]) -> int:
     if kind == "M":
         return 3 + sum(1 + len(k.encode()) + _value_size(v) for k, v in raw.items())
     return sum(len(str(v).encode()) for v in raw)
+
+
+def encode(
+    key: dict[str, Any], attrs: dict[str, str], extra: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Items for one record: `attrs` (JSON strings) inline when they fit, else in parts."""
+    head = {**key, **(extra or {})}
+    inline = {**head, **{name: {"S": value} for name, value in attrs.items()}}
+    if item_size(inline) <= MAX_ITEM_BYTES:
+        return [inline]
+    data = json.dumps(attrs).encode()
+    chunks = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+    head["parts"] = {"N": str(len(chunks))}
+    parts = [
+        {"PK": key["PK"], "SK": {"S": f"{key['SK']['S']}{PART_MARK}{n:04d}"}, "chunk": {"B": c}}
+        | ({"expires_at": extra["expires_at"]} if extra and "expires_at" in extra else {})
+        for n, c in enumerate(chunks, 1)
+    ]
+    return [head, *parts]
+
+
+def decode(items: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, str]]]:
+    """(head item, its JSON attributes) for each record among `items`, in query order."""
+    index = 0
+    while index < len(items):
+        head = items[index]
+        index += 1
+        if PART_MARK in head["SK"]["S"]:
+            continue  # a part whose head was filtered out of the query
+        if "parts" not in head:
+            yield head, {k: v["S"] for k, v in head.items() if "S" in v and k not in ("PK", "SK")}
+            continue
+        count = int(head["parts"]["N"])
+        chunks = [bytes(items[index + n]["chunk"]["B"]) for n in range(count)]
+        index += count
+        yield head, json.loads(b"".join(chunks))

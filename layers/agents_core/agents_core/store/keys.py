@@ -37,7 +37,8 @@ def turn_sk(turn_id: str) -> str:
 
 
 def step_sk(turn_id: str, step_id: str) -> str:
-    return f"TURN#{turn_id}#STEP#{step_id}"
+    """Steps sort apart from turns, so the history query reads turn items only."""
+    return f"STEP#{turn_id}#{step_id}"
 
 
 def response_pk(tenant: str, response_id: str) -> str:

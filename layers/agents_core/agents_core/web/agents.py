@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel
 
 from ..api.agents import (
@@ -18,11 +18,10 @@ from ..api.agents import (
     Turn,
 )
 from ..api.common import PaginatedResponse
-from ..store import AgentStore
-from .context import agent_store, tenant
+from .common import AgentId, SessionId, StepId, TurnId, json_response
+from ..services import Services
+from .context import get_services, tenant
 
-#: Ids are ours (UUIDs) or a migrated client's; '#' and other separators never reach a key.
-ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
 #: Offset pages read the items they skip; past this, a caller should filter rather than page.
@@ -31,18 +30,9 @@ MAX_START_INDEX = 100_000
 router = APIRouter(prefix="/v1/agents", tags=["Agents"])
 
 Tenant = Annotated[str, Depends(tenant)]
-Store = Annotated[AgentStore, Depends(agent_store)]
-AgentId = Annotated[str, Path(pattern=ID_PATTERN)]
-SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
-TurnId = Annotated[str, Path(pattern=ID_PATTERN)]
-StepId = Annotated[str, Path(pattern=ID_PATTERN)]
+Svc = Annotated[Services, Depends(get_services)]
 StartIndex = Annotated[int, Query(ge=0, le=MAX_START_INDEX)]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
-
-
-def json_response(model: BaseModel) -> Response:
-    """Serialize once with pydantic; each route names its model under `responses` for the docs."""
-    return Response(content=model.model_dump_json(), media_type="application/json")
 
 
 def page_response(items: list[BaseModel], has_more: bool) -> Response:
@@ -51,35 +41,35 @@ def page_response(items: list[BaseModel], has_more: bool) -> Response:
 
 
 @router.post("", responses={200: {"model": AgentCreateResponse}})
-def create_agent(body: CreateAgentRequest, tenant: Tenant, store: Store) -> Response:
-    agent = store.create_agent(tenant, body.agent_config)
+def create_agent(body: CreateAgentRequest, tenant: Tenant, svc: Svc) -> Response:
+    agent = svc.agents.create_agent(tenant, body.agent_config)
     return json_response(AgentCreateResponse(agent_id=agent.agent_id))
 
 
 @router.get("", responses={200: {"model": PaginatedResponse}})
 def list_agents(
-    tenant: Tenant, store: Store, start_index: StartIndex = 0, limit: Limit = DEFAULT_PAGE
+    tenant: Tenant, svc: Svc, start_index: StartIndex = 0, limit: Limit = DEFAULT_PAGE
 ) -> Response:
-    agents, has_more = store.list_agents(tenant, start_index, limit)
+    agents, has_more = svc.agents.list_agents(tenant, start_index, limit)
     return page_response(agents, has_more)
 
 
 @router.get("/{agent_id}", responses={200: {"model": Agent}})
-def get_agent(agent_id: AgentId, tenant: Tenant, store: Store) -> Response:
-    return json_response(store.get_agent(tenant, agent_id))
+def get_agent(agent_id: AgentId, tenant: Tenant, svc: Svc) -> Response:
+    return json_response(svc.agents.get_agent(tenant, agent_id))
 
 
 @router.delete("/{agent_id}", status_code=204)
-def delete_agent(agent_id: AgentId, tenant: Tenant, store: Store) -> Response:
-    store.delete_agent(tenant, agent_id)
+def delete_agent(agent_id: AgentId, tenant: Tenant, svc: Svc) -> Response:
+    svc.agents.delete_agent(tenant, agent_id)
     return Response(status_code=204)
 
 
 @router.post("/{agent_id}/session", responses={200: {"model": AgentSessionCreateResponse}})
 def create_session(
-    agent_id: AgentId, body: CreateAgentSessionRequest, tenant: Tenant, store: Store
+    agent_id: AgentId, body: CreateAgentSessionRequest, tenant: Tenant, svc: Svc
 ) -> Response:
-    session = store.create_session(tenant, agent_id, body.session_name)
+    session = svc.agents.create_session(tenant, agent_id, body.session_name)
     return json_response(AgentSessionCreateResponse(session_id=session.session_id))
 
 
@@ -87,11 +77,11 @@ def create_session(
 def list_sessions(
     agent_id: AgentId,
     tenant: Tenant,
-    store: Store,
+    svc: Svc,
     start_index: StartIndex = 0,
     limit: Limit = DEFAULT_PAGE,
 ) -> Response:
-    sessions, has_more = store.list_sessions(tenant, agent_id, start_index, limit)
+    sessions, has_more = svc.agents.list_sessions(tenant, agent_id, start_index, limit)
     return page_response(sessions, has_more)
 
 
@@ -100,27 +90,27 @@ def get_session(
     agent_id: AgentId,
     session_id: SessionId,
     tenant: Tenant,
-    store: Store,
+    svc: Svc,
     turn_ids: Annotated[list[str] | None, Query()] = None,
 ) -> Response:
     # Clients send `turn_ids=a&turn_ids=b` or, like llama-stack-client, `turn_ids=a,b`.
     wanted = [t for value in turn_ids or [] for t in value.split(",") if t] or None
-    return json_response(store.get_session(tenant, agent_id, session_id, wanted))
+    return json_response(svc.agents.get_session(tenant, agent_id, session_id, wanted))
 
 
 @router.delete("/{agent_id}/session/{session_id}", status_code=204)
 def delete_session(
-    agent_id: AgentId, session_id: SessionId, tenant: Tenant, store: Store
+    agent_id: AgentId, session_id: SessionId, tenant: Tenant, svc: Svc
 ) -> Response:
-    store.delete_session(tenant, agent_id, session_id)
+    svc.agents.delete_session(tenant, agent_id, session_id)
     return Response(status_code=204)
 
 
 @router.get("/{agent_id}/session/{session_id}/turn/{turn_id}", responses={200: {"model": Turn}})
 def get_turn(
-    agent_id: AgentId, session_id: SessionId, turn_id: TurnId, tenant: Tenant, store: Store
+    agent_id: AgentId, session_id: SessionId, turn_id: TurnId, tenant: Tenant, svc: Svc
 ) -> Response:
-    return json_response(store.get_turn(tenant, agent_id, session_id, turn_id))
+    return json_response(svc.turns.get_turn(tenant, agent_id, session_id, turn_id))
 
 
 @router.get(
@@ -133,7 +123,7 @@ def get_step(
     turn_id: TurnId,
     step_id: StepId,
     tenant: Tenant,
-    store: Store,
+    svc: Svc,
 ) -> Response:
-    step = store.get_step(tenant, agent_id, session_id, turn_id, step_id)
+    step = svc.turns.get_step(tenant, agent_id, session_id, turn_id, step_id)
     return json_response(AgentStepResponse(step=step))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from ..store import AgentStore
+from ..services import Services
 from .errors import install_error_handlers
 
 
-def create_app(*routers: APIRouter, agent_store: AgentStore) -> FastAPI:
-    """An app serving `routers` over `agent_store`; functions pass their own router(s)."""
+def create_app(*routers: APIRouter, services: Services) -> FastAPI:
+    """An app serving `routers` over `services`; each function passes its own router(s)."""
     app = FastAPI(title="serverless-agents", version="0.1.0")
-    app.state.agent_store = agent_store
+    app.state.services = services
     install_error_handlers(app)
     for router in routers:
         app.include_router(router)

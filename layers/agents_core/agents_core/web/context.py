@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import Request
 
-from ..store import AgentStore
+from ..services import Services
 
 DEFAULT_TENANT = "default"
 
@@ -39,6 +39,6 @@ def tenant(request: Request) -> str:
     return tenant_from_event(request.scope.get("aws.event"))
 
 
-def agent_store(request: Request) -> AgentStore:
-    """FastAPI dependency: the store the app was built with."""
-    return request.app.state.agent_store
+def get_services(request: Request) -> Services:
+    """FastAPI dependency: the stores and engine the app was built with."""
+    return request.app.state.services

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..engine.errors import InvalidTurnRequest
 from ..store import Conflict, InvalidInput, NotFound, TooLarge
 from .log import logger
 
@@ -41,6 +42,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidInput)
     async def _unstorable(_: Request, exc: InvalidInput) -> JSONResponse:
+        return _detail(400, str(exc))
+
+    @app.exception_handler(InvalidTurnRequest)
+    async def _invalid_turn(_: Request, exc: InvalidTurnRequest) -> JSONResponse:
         return _detail(400, str(exc))
 
     @app.exception_handler(NotFound)

@@ -1,0 +1,14 @@
+"""Entry point of the resume function (resume a turn awaiting client tool results), streamed.
+
+The Lambda Web Adapter layer runs `run.sh`, which serves this ASGI app with uvicorn; the
+adapter turns each API Gateway request into an HTTP request and streams the response back.
+"""
+
+from agents_core.services import build_services
+from agents_core.settings import Settings
+from agents_core.web.app import create_app
+from agents_core.web.turns import resume_router
+
+services = build_services(Settings.from_env())
+app = create_app(resume_router, services=services)
+services.engine  # build the engine (and its imports) during init, not on the first request

@@ -1,0 +1,118 @@
+"""Between the Agents API's messages and steps and the providers' chat messages."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..api.agents import AgentConfigCommon, Document, InferenceStep, ToolExecutionStep, Turn
+from ..api.common import (
+    URL,
+    CompletionMessage,
+    ImageContentItem,
+    InterleavedContent,
+    TextContentItem,
+    ToolCall,
+    ToolDef,
+    ToolResponseMessage,
+    UserMessage,
+)
+from ..inference.types import ChatMessage, ChatToolCall, ToolSpec
+
+_JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
+
+
+def content_text(content: InterleavedContent | URL | None) -> str:
+    """Text of interleaved content; images are represented by a placeholder."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, URL):
+        return content.uri
+    if isinstance(content, TextContentItem):
+        return content.text
+    if isinstance(content, ImageContentItem):
+        return "[image]"
+    return "".join(content_text(item) for item in content)
+
+
+def input_messages(
+    messages: list[UserMessage | ToolResponseMessage], documents: list[Document] | None = None
+) -> list[ChatMessage]:
+    out: list[ChatMessage] = []
+    for message in messages:
+        if isinstance(message, UserMessage):
+            text = content_text(message.content)
+            if message.context is not None:
+                text = f"{text}\n\n{content_text(message.context)}"
+            out.append(ChatMessage("user", text))
+        else:
+            out.append(ChatMessage("tool", content_text(message.content), tool_call_id=message.call_id))
+    for document in documents or []:
+        out.append(
+            ChatMessage("user", f"Document ({document.mime_type}):\n{content_text(document.content)}")
+        )
+    return out
+
+
+def assistant_message(message: CompletionMessage) -> ChatMessage:
+    return ChatMessage(
+        "assistant",
+        content_text(message.content),
+        tool_calls=[
+            ChatToolCall(c.call_id, str(c.tool_name), c.arguments_json or _arguments_text(c))
+            for c in message.tool_calls or []
+        ],
+    )
+
+
+def turn_messages(turn: Turn, documents: list[Document] | None = None) -> list[ChatMessage]:
+    """Everything a turn adds to the conversation: its input, replies and tool results."""
+    out = input_messages(turn.input_messages, documents)
+    for step in turn.steps:
+        if isinstance(step, InferenceStep):
+            out.append(assistant_message(step.model_response))
+        elif isinstance(step, ToolExecutionStep):
+            for response in step.tool_responses:
+                out.append(
+                    ChatMessage("tool", content_text(response.content), tool_call_id=response.call_id)
+                )
+    return out
+
+
+def tool_call(call_id: str, name: str, arguments: str) -> ToolCall:
+    """A model's call as the API shows it: arguments parsed when they are a JSON object."""
+    try:
+        parsed: Any = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        parsed = arguments
+    if not isinstance(parsed, dict):
+        parsed = arguments
+    return ToolCall(call_id=call_id, tool_name=name, arguments=parsed, arguments_json=arguments)
+
+
+def tool_specs(config: AgentConfigCommon) -> list[ToolSpec]:
+    return [tool_spec(tool) for tool in config.client_tools or []]
+
+
+def tool_spec(tool: ToolDef) -> ToolSpec:
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in tool.parameters or []:
+        kind = param.parameter_type if param.parameter_type in _JSON_TYPES else "string"
+        schema: dict[str, Any] = {"type": kind, "description": param.description}
+        if param.default is not None:
+            schema["default"] = param.default
+        properties[param.name] = schema
+        if param.required:
+            required.append(param.name)
+    return ToolSpec(
+        name=tool.name,
+        description=tool.description or "",
+        parameters={"type": "object", "properties": properties, "required": required},
+    )
+
+
+def _arguments_text(call: ToolCall) -> str:
+    return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)

@@ -1,0 +1,455 @@
+"""The turn engine: inference and tool steps in a loop until the model answers or must wait.
+
+A turn runs while it holds its session's lock (`store.turns`). Each model call is an inference
+step; tool calls to the agent's client tools pause the turn (`turn_awaiting_input`) until the
+client resumes it with their results, which become a tool-execution step before the loop goes
+on. Calls to tools nobody serves are answered with an error result so the model can recover.
+Every step is stored as it completes; the turn's end (paused, completed, failed) is written
+together with the lock's release. A provider error ends the turn as failed, never half-written.
+
+    run = await engine.start_turn(tenant, agent_id, session_id, request)   # 404/409/400 here
+    async for chunk in run.events(): ...                                     # or: await run.result()
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..api.agents import (
+    AgentConfig,
+    AgentTurnResponseEvent,
+    AgentTurnResponseStepCompletePayload,
+    AgentTurnResponseStepProgressPayload,
+    AgentTurnResponseStepStartPayload,
+    AgentTurnResponseStreamChunk,
+    AgentTurnResponseTurnAwaitingInputPayload,
+    AgentTurnResponseTurnCompletePayload,
+    AgentTurnResponseTurnStartPayload,
+    CreateAgentTurnRequest,
+    InferenceStep,
+    Step,
+    ToolExecutionStep,
+    Turn,
+)
+from ..api.common import (
+    CompletionMessage,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolConfig,
+    ToolResponse,
+)
+from ..ids import new_id
+from ..inference.router import ModelRouter
+from ..inference.types import (
+    ChatMessage,
+    ChatRequest,
+    Finish,
+    Provider,
+    ProviderError,
+    UnsupportedRequest,
+)
+from ..inference.types import TextDelta as ModelText
+from ..inference.types import ToolCallDelta as ModelToolCall
+from ..store import AgentStore, Conflict
+from ..store.turns import AWAITING_INPUT, COMPLETED, FAILED, RUNNING, SessionLock, TurnState, TurnStore
+from ..web.log import logger
+from . import messages as convert
+from .errors import InvalidTurnRequest
+
+
+@dataclass
+class TurnFailed(Exception):
+    """How a failed turn ended: the status to answer a non-streaming caller with, and why."""
+
+    status: int
+    message: str
+    turn_id: str
+
+    def as_event(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "status": self.status, "turn_id": self.turn_id}}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _chunk(payload: Any) -> AgentTurnResponseStreamChunk:
+    return AgentTurnResponseStreamChunk(event=AgentTurnResponseEvent(payload=payload))
+
+
+_PENDING_OUTPUT = CompletionMessage(content="", stop_reason=StopReason.end_of_message)
+
+
+@dataclass
+class TurnRun:
+    """One started (or resumed) turn, holding its session's lock until it pauses or ends."""
+
+    engine: TurnEngine
+    lock: SessionLock
+    turn: Turn
+    state: TurnState
+    provider: Provider
+    request: ChatRequest
+    client_tools: set[str]
+    max_iterations: int
+    stream: bool
+    prelude: list[Step] = field(default_factory=list)
+
+    async def result(self) -> Turn:
+        """Run to the end without streaming: the Turn, or TurnFailed."""
+        final: Turn | None = None
+        async for item in self.events():
+            if isinstance(item, TurnFailed):
+                raise item
+            payload = item.event.payload
+            if isinstance(
+                payload,
+                AgentTurnResponseTurnCompletePayload | AgentTurnResponseTurnAwaitingInputPayload,
+            ):
+                final = payload.turn
+        assert final is not None
+        return final
+
+    async def events(self) -> AsyncIterator[AgentTurnResponseStreamChunk | TurnFailed]:
+        """The turn's stream: turn_start, steps, then turn_complete / turn_awaiting_input, or a
+        TurnFailed as the last item."""
+        yield _chunk(AgentTurnResponseTurnStartPayload(turn_id=self.turn.turn_id))
+        try:
+            for step in self.prelude:
+                yield _chunk(
+                    AgentTurnResponseStepStartPayload(step_type=step.step_type, step_id=step.step_id)
+                )
+                yield _step_complete(step)
+            while True:
+                if self.state.iterations >= self.max_iterations:
+                    yield await self._complete(self._last_output(StopReason.out_of_tokens))
+                    return
+                self.state.iterations += 1
+                step = None
+                async for item in self._infer():
+                    if isinstance(item, InferenceStep):
+                        step = item
+                    else:
+                        yield item
+                assert step is not None
+                await self._save_step(step)
+                yield _step_complete(step)
+                calls = step.model_response.tool_calls or []
+                if not calls:
+                    yield await self._complete(step.model_response)
+                    return
+                unserved = [c for c in calls if c.tool_name not in self.client_tools]
+                if unserved:
+                    tool_step = self._unknown_tools_step(unserved)
+                    yield _chunk(
+                        AgentTurnResponseStepStartPayload(
+                            step_type="tool_execution", step_id=tool_step.step_id
+                        )
+                    )
+                    await self._save_step(tool_step)
+                    yield _step_complete(tool_step)
+                pending = [c for c in calls if c.tool_name in self.client_tools]
+                if pending:
+                    yield await self._pause(step.model_response, pending)
+                    return
+        except ProviderError as err:
+            yield await self._fail(err.status, str(err))
+        except Exception as err:  # a bug or AWS fault: the turn still ends, as failed
+            logger.exception("turn failed", extra={"turn_id": self.turn.turn_id})
+            yield await self._fail(500, f"internal error: {type(err).__name__}")
+
+    async def _infer(self) -> AsyncIterator[Any]:
+        step_id = new_id()
+        started = _now()
+        yield _chunk(AgentTurnResponseStepStartPayload(step_type="inference", step_id=step_id))
+        text: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        finish = Finish("stop")
+        if self.stream:
+            events = self.provider.stream(self.request)
+        else:
+            events = _aiter(await self.provider.complete(self.request))
+        async for event in events:
+            if isinstance(event, ModelText):
+                text.append(event.text)
+                yield _progress(step_id, TextDelta(text=event.text))
+            elif isinstance(event, ModelToolCall):
+                call = calls.setdefault(event.index, {"id": "", "name": "", "arguments": ""})
+                call["id"] = event.id or call["id"]
+                call["name"] = event.name or call["name"]
+                call["arguments"] += event.arguments
+                if event.arguments:
+                    yield _progress(
+                        step_id, ToolCallDelta(tool_call=event.arguments, parse_status="in_progress")
+                    )
+            elif isinstance(event, Finish):
+                finish = event
+        tool_calls = [
+            convert.tool_call(c["id"] or new_id(), c["name"], c["arguments"])
+            for _, c in sorted(calls.items())
+        ]
+        for call in tool_calls:
+            yield _progress(step_id, ToolCallDelta(tool_call=call, parse_status="succeeded"))
+        stop = (
+            StopReason.out_of_tokens
+            if finish.reason == "length"
+            else StopReason.end_of_message
+            if tool_calls
+            else StopReason.end_of_turn
+        )
+        message = CompletionMessage(content="".join(text), stop_reason=stop, tool_calls=tool_calls)
+        self.request.messages.append(convert.assistant_message(message))
+        yield InferenceStep(
+            turn_id=self.turn.turn_id,
+            step_id=step_id,
+            started_at=started,
+            completed_at=_now(),
+            model_response=message,
+        )
+
+    def _unknown_tools_step(self, calls: list[ToolCall]) -> ToolExecutionStep:
+        responses = [
+            ToolResponse(
+                call_id=c.call_id,
+                tool_name=c.tool_name,
+                content=f"Unknown tool `{c.tool_name}` was called.",
+            )
+            for c in calls
+        ]
+        for response in responses:
+            self.request.messages.append(
+                ChatMessage("tool", str(response.content), tool_call_id=response.call_id)
+            )
+        now = _now()
+        return ToolExecutionStep(
+            turn_id=self.turn.turn_id,
+            step_id=new_id(),
+            started_at=now,
+            completed_at=now,
+            tool_calls=calls,
+            tool_responses=responses,
+        )
+
+    async def _save_step(self, step: Step) -> None:
+        await asyncio.to_thread(self.engine.turns.save_step, self.lock, step)
+        self.turn.steps.append(step)
+
+    def _last_output(self, stop: StopReason) -> CompletionMessage:
+        for step in reversed(self.turn.steps):
+            if isinstance(step, InferenceStep):
+                return step.model_response.model_copy(update={"stop_reason": stop})
+        return CompletionMessage(content="", stop_reason=stop)
+
+    async def _complete(self, output: CompletionMessage) -> AgentTurnResponseStreamChunk:
+        self.turn.output_message = output
+        self.turn.completed_at = _now()
+        self.state.status = COMPLETED
+        self.state.pending_calls = []
+        history = [m.to_dict() for m in convert.turn_messages(self.turn)]
+        await asyncio.to_thread(self.engine.turns.end_turn, self.lock, self.turn, self.state, history)
+        return _chunk(AgentTurnResponseTurnCompletePayload(turn=self.turn))
+
+    async def _pause(
+        self, output: CompletionMessage, pending: list[ToolCall]
+    ) -> AgentTurnResponseStreamChunk:
+        self.turn.output_message = output.model_copy(update={"tool_calls": pending})
+        self.state.status = AWAITING_INPUT
+        self.state.pending_calls = pending
+        await asyncio.to_thread(self.engine.turns.end_turn, self.lock, self.turn, self.state)
+        return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
+
+    async def _fail(self, status: int, message: str) -> TurnFailed:
+        self.state.status = FAILED
+        self.state.error = message
+        self.turn.completed_at = _now()
+        try:
+            await asyncio.to_thread(self.engine.turns.end_turn, self.lock, self.turn, self.state)
+        except Exception:  # the lease expires on its own; the client still learns why
+            logger.exception("could not record failed turn", extra={"turn_id": self.turn.turn_id})
+        return TurnFailed(status, message, self.turn.turn_id)
+
+
+class TurnEngine:
+    def __init__(self, agents: AgentStore, turns: TurnStore, models: ModelRouter) -> None:
+        self.agents = agents
+        self.turns = turns
+        self.models = models
+
+    async def start_turn(
+        self, tenant: str, agent_id: str, session_id: str, body: CreateAgentTurnRequest
+    ) -> TurnRun:
+        turn = Turn(
+            turn_id=new_id(),
+            session_id=session_id,
+            input_messages=body.messages,
+            steps=[],
+            output_message=_PENDING_OUTPUT,
+            started_at=_now(),
+        )
+        state = TurnState(RUNNING)
+        lock = await asyncio.to_thread(
+            self.turns.lock_for_new_turn, tenant, agent_id, session_id, turn.turn_id
+        )
+        try:
+            agent, history, _ = await _all(
+                asyncio.to_thread(self.agents.get_agent, tenant, agent_id),
+                asyncio.to_thread(self.turns.history, lock),
+                asyncio.to_thread(self.turns.put_turn, lock, turn, state),
+            )
+            new = convert.input_messages(body.messages, body.documents)
+            return self._run(
+                lock, turn, state, agent.agent_config, history, new, body, bool(body.stream)
+            )
+        except BaseException:
+            await asyncio.to_thread(self.turns.undo_start, lock)
+            raise
+
+    async def resume_turn(
+        self,
+        tenant: str,
+        agent_id: str,
+        session_id: str,
+        turn_id: str,
+        tool_responses: list[ToolResponse],
+        stream: bool,
+    ) -> TurnRun:
+        turn, state = await asyncio.to_thread(
+            self.turns.get_turn_state, tenant, agent_id, session_id, turn_id
+        )
+        if state.status != AWAITING_INPUT:
+            raise Conflict(f"Turn {turn_id} is not awaiting input (it is {state.status})")
+        _check_responses(state.pending_calls, tool_responses)
+        lock = await asyncio.to_thread(
+            self.turns.lock_for_resume, tenant, agent_id, session_id, turn_id
+        )
+        paused_turn, paused_state = turn.model_copy(deep=True), TurnState(**vars(state))
+        try:
+            agent, history = await _all(
+                asyncio.to_thread(self.agents.get_agent, tenant, agent_id),
+                asyncio.to_thread(self.turns.history, lock),
+            )
+            now = _now()
+            by_id = {r.call_id: r for r in tool_responses}
+            step = ToolExecutionStep(
+                turn_id=turn_id,
+                step_id=new_id(),
+                started_at=now,
+                completed_at=now,
+                tool_calls=state.pending_calls,
+                tool_responses=[by_id[c.call_id] for c in state.pending_calls],
+            )
+            turn.steps.append(step)
+            state.status, state.pending_calls = RUNNING, []
+            turn.output_message = _PENDING_OUTPUT
+            current = convert.turn_messages(turn)
+            run = self._run(lock, turn, state, agent.agent_config, history, current, None, stream)
+            await asyncio.to_thread(self.turns.save_step, lock, step)
+            run.prelude = [step]
+            return run
+        except BaseException:
+            # The resume did not start: the turn goes back to awaiting input, unchanged.
+            await asyncio.to_thread(self.turns.end_turn, lock, paused_turn, paused_state)
+            raise
+
+    def _run(
+        self,
+        lock: SessionLock,
+        turn: Turn,
+        state: TurnState,
+        config: AgentConfig,
+        history: list[dict[str, Any]],
+        current: list[ChatMessage],
+        body: CreateAgentTurnRequest | None,
+        stream: bool,
+    ) -> TurnRun:
+        if config.toolgroups or (body is not None and body.toolgroups):
+            raise InvalidTurnRequest(
+                "toolgroups are not available on this deployment; use client_tools"
+            )
+        tool_config = (body.tool_config if body is not None else None) or config.tool_config
+        tool_config = tool_config or ToolConfig()
+        tools = convert.tool_specs(config)
+        instructions = (body.instructions if body is not None else None) or config.instructions
+        system = _system_prompt(instructions, tool_config, tools)
+        provider, model_id = self.models.resolve(config.model)
+        messages = [ChatMessage("system", system)] if system else []
+        messages += [ChatMessage.from_dict(m) for m in history] + current
+        request = ChatRequest(
+            model=model_id,
+            messages=messages,
+            tools=tools,
+            tool_choice=str(tool_config.tool_choice or "auto"),
+            sampling=config.sampling_params,
+            response_format=config.response_format,
+        )
+        try:
+            provider.check(request)
+        except UnsupportedRequest as err:
+            raise InvalidTurnRequest(str(err)) from err
+        return TurnRun(
+            engine=self,
+            lock=lock,
+            turn=turn,
+            state=state,
+            provider=provider,
+            request=request,
+            client_tools={t.name for t in config.client_tools or []},
+            max_iterations=config.max_infer_iters or 10,
+            stream=stream,
+        )
+
+
+def _system_prompt(instructions: str, tool_config: ToolConfig, tools: list[Any]) -> str:
+    """`append` (the default) sends the instructions as the system message; `replace` lets the
+    instructions place the tool definitions with `{{function_definitions}}`."""
+    if tool_config.system_message_behavior == "replace" and "{{function_definitions}}" in instructions:
+        import json
+
+        definitions = json.dumps(
+            [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
+        )
+        return instructions.replace("{{function_definitions}}", definitions)
+    return instructions
+
+
+def _check_responses(pending: list[ToolCall], responses: list[ToolResponse]) -> None:
+    want = sorted(c.call_id for c in pending)
+    got = sorted(r.call_id for r in responses)
+    if want != got:
+        raise InvalidTurnRequest(
+            f"tool_responses must answer exactly the pending calls {want}; got {got}"
+        )
+
+
+def _progress(step_id: str, delta: Any) -> AgentTurnResponseStreamChunk:
+    return _chunk(
+        AgentTurnResponseStepProgressPayload(step_type="inference", step_id=step_id, delta=delta)
+    )
+
+
+def _step_complete(step: Step) -> AgentTurnResponseStreamChunk:
+    return _chunk(
+        AgentTurnResponseStepCompletePayload(
+            step_type=step.step_type, step_id=step.step_id, step_details=step
+        )
+    )
+
+
+async def _all(*calls: Any) -> list[Any]:
+    """Await every call (none is left running behind an error), then raise the first error."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
+async def _aiter(items: list[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item

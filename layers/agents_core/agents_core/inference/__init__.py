@@ -1,0 +1,1 @@
+"""Inference providers behind one small interface (`types.Provider`), chosen by `router`."""

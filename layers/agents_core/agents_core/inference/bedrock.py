@@ -1,0 +1,214 @@
+"""Amazon Bedrock through the Converse and ConverseStream APIs (boto3, run off the event loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..api.common import TopKSamplingStrategy, TopPSamplingStrategy
+from .types import (
+    ChatEvent,
+    ChatMessage,
+    ChatRequest,
+    Finish,
+    ProviderError,
+    ProviderTimeout,
+    TextDelta,
+    ToolCallDelta,
+    UnsupportedRequest,
+    Usage,
+)
+
+_STOP = {"tool_use": "tool_calls", "max_tokens": "length"}
+_DONE = object()
+
+
+class BedrockProvider:
+    name = "bedrock"
+
+    def __init__(self, timeout: float, client: Any = None) -> None:
+        if client is None:
+            from .. import aws
+
+            client = aws.client("bedrock-runtime", read_timeout=timeout, max_attempts=1)
+        self._client = client
+
+    def check(self, request: ChatRequest) -> None:
+        self._params(request)
+
+    async def complete(self, request: ChatRequest) -> list[ChatEvent]:
+        params = self._params(request)
+        resp = await asyncio.to_thread(self._call, self._client.converse, params, request.model)
+        events: list[ChatEvent] = []
+        for index, block in enumerate(resp["output"]["message"]["content"]):
+            if "text" in block:
+                events.append(TextDelta(block["text"]))
+            elif "toolUse" in block:
+                use = block["toolUse"]
+                args = json.dumps(use.get("input", {}))
+                events.append(ToolCallDelta(index, use["toolUseId"], use["name"], args))
+        events.append(Finish(_STOP.get(resp.get("stopReason"), "stop"), _usage(resp.get("usage"))))
+        return events
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
+        params = self._params(request)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        def put(item: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def drain() -> None:
+            resp = self._client.converse_stream(**params)
+            for event in resp["stream"]:
+                put(event)
+
+        def produce() -> None:
+            try:
+                self._call(drain, None, request.model)
+            except BaseException as err:  # handed to the consumer
+                put(err)
+            put(_DONE)
+
+        threading.Thread(target=produce, daemon=True).start()
+        tool_blocks: dict[int, int] = {}
+        finish: Finish | None = None
+        while (event := await queue.get()) is not _DONE:
+            if isinstance(event, BaseException):
+                raise event
+            if "contentBlockStart" in event:
+                start = event["contentBlockStart"]
+                use = start.get("start", {}).get("toolUse")
+                if use:
+                    index = tool_blocks.setdefault(start["contentBlockIndex"], len(tool_blocks))
+                    yield ToolCallDelta(index, use["toolUseId"], use["name"])
+            elif "contentBlockDelta" in event:
+                body = event["contentBlockDelta"]
+                delta = body["delta"]
+                if "text" in delta:
+                    yield TextDelta(delta["text"])
+                elif "toolUse" in delta:
+                    index = tool_blocks.setdefault(body["contentBlockIndex"], len(tool_blocks))
+                    yield ToolCallDelta(index, arguments=delta["toolUse"].get("input", ""))
+            elif "messageStop" in event:
+                finish = Finish(_STOP.get(event["messageStop"].get("stopReason"), "stop"))
+            elif "metadata" in event and finish is not None:
+                finish.usage = _usage(event["metadata"].get("usage"))
+            else:
+                error = next((k for k in event if k.endswith("Exception")), None)
+                if error:
+                    raise ProviderError(f"Bedrock {error}: {event[error].get('message', '')}")
+        if finish is None:
+            raise ProviderError(f"model {request.model} ended its stream without finishing")
+        yield finish
+
+    @staticmethod
+    def _call(fn, params: dict[str, Any] | None, model: str):
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectTimeoutError,
+            ReadTimeoutError,
+        )
+
+        try:
+            return fn(**params) if params is not None else fn()
+        except (ReadTimeoutError, ConnectTimeoutError) as err:
+            raise ProviderTimeout(f"Bedrock model {model} timed out") from err
+        except ClientError as err:
+            raise ProviderError(f"Bedrock model {model}: {err}") from err
+        except (BotoCoreError, ValueError, KeyError) as err:
+            raise ProviderError(f"Bedrock model {model} sent a malformed reply: {err}") from err
+
+    @staticmethod
+    def _params(request: ChatRequest) -> dict[str, Any]:
+        if request.response_format is not None:
+            raise UnsupportedRequest("response_format is not supported by Bedrock models")
+        system = [{"text": m.content} for m in request.messages if m.role == "system" and m.content]
+        params: dict[str, Any] = {"modelId": request.model, "messages": _messages(request.messages)}
+        if system:
+            params["system"] = system
+        config: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        sampling = request.sampling
+        if sampling is not None:
+            strategy = sampling.strategy
+            if isinstance(strategy, TopPSamplingStrategy):
+                if strategy.temperature is not None:
+                    config["temperature"] = strategy.temperature
+                if strategy.top_p is not None:
+                    config["topP"] = strategy.top_p
+            elif isinstance(strategy, TopKSamplingStrategy):
+                extra["top_k"] = strategy.top_k
+            else:
+                config["temperature"] = 0.0
+            if sampling.max_tokens:
+                config["maxTokens"] = sampling.max_tokens
+            if sampling.stop:
+                config["stopSequences"] = sampling.stop
+        if request.temperature is not None:
+            config["temperature"] = request.temperature
+        if config:
+            params["inferenceConfig"] = config
+        if extra:
+            params["additionalModelRequestFields"] = extra
+        if request.tools:
+            choice = request.tool_choice
+            tool_choice = (
+                {"auto": {}} if choice in ("auto", "none") else {"any": {}} if choice == "required"
+                else {"tool": {"name": choice}}
+            )
+            params["toolConfig"] = {
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": t.name,
+                            "description": t.description or t.name,
+                            "inputSchema": {"json": t.parameters},
+                        }
+                    }
+                    for t in request.tools
+                ],
+                "toolChoice": tool_choice,
+            }
+        return params
+
+
+def _messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """Converse wants user/assistant turns alternating; tool results travel as user content."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        if message.role == "tool":
+            blocks = [
+                {
+                    "toolResult": {
+                        "toolUseId": message.tool_call_id,
+                        "content": [{"text": message.content or "(empty)"}],
+                    }
+                }
+            ]
+        else:
+            blocks = [{"text": message.content}] if message.content else []
+            for call in message.tool_calls:
+                try:
+                    args = json.loads(call.arguments or "{}")
+                except json.JSONDecodeError:
+                    args = {"input": call.arguments}
+                blocks.append({"toolUse": {"toolUseId": call.id, "name": call.name, "input": args}})
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks or [{"text": " "}]})
+    return out
+
+
+def _usage(usage: dict[str, Any] | None) -> Usage | None:
+    if not usage:
+        return None
+    return Usage(usage.get("inputTokens", 0), usage.get("outputTokens", 0))

@@ -1,0 +1,63 @@
+"""Which provider serves a model id: configuration, not code.
+
+- `offline` always, and every model when no OpenAI-compatible endpoint is configured: the
+  built-in offline model.
+- `bedrock/<model id>`: Amazon Bedrock (Converse), with `<model id>` as Bedrock's model id.
+- anything else: the OpenAI-compatible endpoint at OPENAI_BASE_URL, model id unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .types import Provider
+
+BEDROCK_PREFIX = "bedrock/"
+OFFLINE_MODEL = "offline"
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    timeout_seconds: float = 60.0
+
+
+class ModelRouter:
+    def __init__(self, settings: InferenceSettings) -> None:
+        self.settings = settings
+        self._providers: dict[str, Provider] = {}
+
+    def describe(self) -> str:
+        if self.settings.openai_base_url:
+            return f"models: OpenAI-compatible at {self.settings.openai_base_url}, bedrock/<id> on Bedrock"
+        return "models: built-in offline model (set OPENAI_BASE_URL for a real one), bedrock/<id> on Bedrock"
+
+    def resolve(self, model: str) -> tuple[Provider, str]:
+        """The provider for `model` and the model id to send it."""
+        if model.startswith(BEDROCK_PREFIX):
+            return self._provider("bedrock"), model.removeprefix(BEDROCK_PREFIX)
+        if model == OFFLINE_MODEL or not self.settings.openai_base_url:
+            return self._provider("offline"), model
+        return self._provider("openai"), model
+
+    def _provider(self, kind: str) -> Provider:
+        if kind not in self._providers:
+            self._providers[kind] = self._create(kind)
+        return self._providers[kind]
+
+    def _create(self, kind: str) -> Provider:
+        timeout = self.settings.timeout_seconds
+        if kind == "bedrock":
+            from .bedrock import BedrockProvider
+
+            return BedrockProvider(timeout)
+        if kind == "openai":
+            from .openai_compat import OpenAICompatProvider
+
+            return OpenAICompatProvider(
+                self.settings.openai_base_url, self.settings.openai_api_key, timeout
+            )
+        from .offline import OfflineProvider
+
+        return OfflineProvider()

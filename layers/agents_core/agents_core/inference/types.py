@@ -1,0 +1,120 @@
+"""The provider interface: a chat request in, a stream of text and tool-call deltas out.
+
+Provider-neutral on purpose: the engine speaks only these types, each provider maps them onto
+its own wire format (OpenAI chat completions, Bedrock Converse, the offline model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..api.common import ResponseFormat, SamplingParams
+
+
+@dataclass
+class ChatToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as models produce it
+
+
+@dataclass
+class ChatMessage:
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ChatToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None  # role "tool": the call this answers
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {k: v for k, v in data.items() if v not in (None, [], "") or k in ("role", "content")}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChatMessage:
+        calls = [ChatToolCall(**c) for c in data.get("tool_calls", [])]
+        return cls(
+            role=data["role"],
+            content=data.get("content", ""),
+            tool_calls=calls,
+            tool_call_id=data.get("tool_call_id"),
+        )
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON Schema of the arguments object
+
+
+@dataclass
+class ChatRequest:
+    model: str
+    messages: list[ChatMessage]
+    tools: list[ToolSpec] = field(default_factory=list)
+    tool_choice: str = "auto"  # auto | required | none | a tool name
+    sampling: SamplingParams | None = None
+    response_format: ResponseFormat | None = None
+    temperature: float | None = None  # a direct override (the Responses API's `temperature`)
+
+
+@dataclass
+class Usage:
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ToolCallDelta:
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass
+class Finish:
+    reason: Literal["stop", "tool_calls", "length"]
+    usage: Usage | None = None
+
+
+ChatEvent = TextDelta | ToolCallDelta | Finish
+
+
+class ProviderError(Exception):
+    """The model failed: an error answer, a malformed or cut-off reply. HTTP 502."""
+
+    status = 502
+
+
+class ProviderTimeout(ProviderError):
+    """The model did not answer in time. HTTP 504."""
+
+    status = 504
+
+
+class UnsupportedRequest(ValueError):
+    """The provider cannot honour part of the request (for example a grammar). HTTP 400."""
+
+
+class Provider(Protocol):
+    name: str
+
+    def check(self, request: ChatRequest) -> None:
+        """Raise UnsupportedRequest for what this provider cannot do, before any call is made."""
+        ...
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
+        """Deltas as the model produces them, ending with exactly one Finish."""
+        ...
+
+    async def complete(self, request: ChatRequest) -> list[ChatEvent]:
+        """The same events, for a caller that does not stream (providers may use a cheaper call)."""
+        ...

@@ -1,0 +1,79 @@
+"""The table as the stores use it: a DynamoDB client and a table name, with paging and batching."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+BATCH = 25  # BatchWriteItem's limit
+
+
+def key(pk: str, sk: str) -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": sk}}
+
+
+def expired(item: dict[str, Any]) -> bool:
+    """TTL deletion lags by up to days: an item past its time is treated as gone."""
+    return "expires_at" in item and int(item["expires_at"]["N"]) <= time.time()
+
+
+def condition_failed(err: ClientError) -> bool:
+    return err.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+class Table:
+    def __init__(self, client: Any, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        return self.client.get_item(TableName=self.name, Key=key(pk, sk), ConsistentRead=True).get(
+            "Item"
+        )
+
+    def query_all(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs = {"TableName": self.name, **params}
+        while True:
+            resp = self.client.query(**kwargs)
+            items.extend(resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                return items
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def page(
+        self, params: dict[str, Any], start_index: int, limit: int
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Offset pages: skip `start_index` items, return `limit` of them and whether more exist."""
+        wanted = start_index + limit + 1
+        items: list[dict[str, Any]] = []
+        kwargs = {"TableName": self.name, **params}
+        while len(items) < wanted:
+            resp = self.client.query(**kwargs, Limit=min(wanted - len(items), 1000))
+            items.extend(resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                break
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return items[start_index : start_index + limit], len(items) > start_index + limit
+
+    def put_all(self, items: list[dict[str, Any]]) -> None:
+        for start in range(0, len(items), BATCH):
+            self.batch_write([{"PutRequest": {"Item": i}} for i in items[start : start + BATCH]])
+
+    def delete_all(self, keys: list[dict[str, Any]]) -> None:
+        for start in range(0, len(keys), BATCH):
+            self.batch_write([{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH]])
+
+    def batch_write(self, requests: list[dict[str, Any]]) -> None:
+        """BatchWriteItem until DynamoDB has taken every request (it may hand some back)."""
+        pending = {self.name: requests}
+        for attempt in range(8):
+            if not pending.get(self.name):
+                return
+            pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
+            if pending:
+                time.sleep(0.05 * 2**attempt)
+        if pending.get(self.name):
+            raise RuntimeError("DynamoDB left writes unprocessed after retries")

@@ -1,0 +1,392 @@
+"""Turns and steps, and the session lock that keeps one turn at a time per session.
+
+The session item carries the lock: `active_turn`, `active_state` (running | awaiting_input) and,
+while running, `lease_until`. Every state change is a conditional write, and each end of a
+turn (pause, completion, failure) writes the turn and releases or hands over the lock in one
+transaction, so a reader never sees a finished turn on a busy session or the reverse.
+
+A running turn's lease outlives the Lambda timeout; a turn whose Lambda died holds its session
+only until then, and the next turn marks it failed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pydantic import TypeAdapter
+
+from ..api.agents import Step, Turn
+from ..api.common import ToolCall
+from . import keys
+from .dynamo import Table, condition_failed, expired, key
+from .errors import Conflict, NotFound
+from .items import decode, encode, json_body
+
+RUNNING = "running"
+AWAITING_INPUT = "awaiting_input"
+COMPLETED = "completed"
+FAILED = "failed"
+
+_STEP: TypeAdapter[Step] = TypeAdapter(Step)
+_CALLS: TypeAdapter[list[ToolCall]] = TypeAdapter(list[ToolCall])
+
+
+@dataclass
+class TurnState:
+    """What the engine needs besides the Turn to continue it."""
+
+    status: str
+    iterations: int = 0
+    pending_calls: list[ToolCall] = field(default_factory=list)
+    error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "status": self.status,
+                "iterations": self.iterations,
+                "pending_calls": _CALLS.dump_python(self.pending_calls, mode="json"),
+                "error": self.error,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> TurnState:
+        data = json.loads(text)
+        return cls(
+            status=data["status"],
+            iterations=data["iterations"],
+            pending_calls=_CALLS.validate_python(data["pending_calls"]),
+            error=data.get("error"),
+        )
+
+
+@dataclass
+class SessionLock:
+    """The lock a turn holds; `expires_at` is the session's TTL, copied onto every item."""
+
+    tenant: str
+    session_id: str
+    turn_id: str
+    expires_at: dict[str, Any] | None
+
+    @property
+    def pk(self) -> str:
+        return keys.session_pk(self.tenant, self.session_id)
+
+    def extra(self) -> dict[str, Any]:
+        return {"expires_at": self.expires_at} if self.expires_at else {}
+
+
+class TurnStore:
+    def __init__(self, client: Any, table_name: str, *, lease_seconds: int = 930) -> None:
+        self._t = Table(client, table_name)
+        self.lease_seconds = lease_seconds
+
+    # --- the lock --------------------------------------------------------------------------
+
+    def lock_for_new_turn(
+        self, tenant: str, agent_id: str, session_id: str, turn_id: str
+    ) -> SessionLock:
+        """Take the session for a new turn: free, or held by a turn whose lease ran out."""
+        now = int(time.time())
+        try:
+            resp = self._t.client.update_item(
+                TableName=self._t.name,
+                Key=key(keys.session_pk(tenant, session_id), keys.SESSION),
+                UpdateExpression="SET active_turn = :t, active_state = :run, lease_until = :lease",
+                ConditionExpression=(
+                    "agent_id = :a AND (attribute_not_exists(expires_at) OR expires_at > :now) AND "
+                    "(attribute_not_exists(active_turn) OR "
+                    "(active_state = :run AND lease_until < :now))"
+                ),
+                ExpressionAttributeValues={
+                    ":t": {"S": turn_id},
+                    ":a": {"S": agent_id},
+                    ":run": {"S": RUNNING},
+                    ":now": {"N": str(now)},
+                    ":lease": {"N": str(now + self.lease_seconds)},
+                },
+                ReturnValues="ALL_OLD",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+            self._refuse(err.response.get("Item"), agent_id, session_id)
+        old = resp.get("Attributes", {})
+        if "active_turn" in old:  # took over from a turn whose Lambda died
+            self._mark_abandoned(tenant, session_id, old["active_turn"]["S"])
+        return SessionLock(tenant, session_id, turn_id, old.get("expires_at"))
+
+    def lock_for_resume(
+        self, tenant: str, agent_id: str, session_id: str, turn_id: str
+    ) -> SessionLock:
+        """Take the session back for a turn awaiting input; the same turn's status moves with it."""
+        now = int(time.time())
+        pk = keys.session_pk(tenant, session_id)
+        try:
+            self._t.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self._t.name,
+                            "Key": key(pk, keys.SESSION),
+                            "UpdateExpression": "SET active_state = :run, lease_until = :lease",
+                            "ConditionExpression": (
+                                "agent_id = :a AND active_turn = :t AND active_state = :wait"
+                            ),
+                            "ExpressionAttributeValues": {
+                                ":a": {"S": agent_id},
+                                ":t": {"S": turn_id},
+                                ":run": {"S": RUNNING},
+                                ":wait": {"S": AWAITING_INPUT},
+                                ":lease": {"N": str(now + self.lease_seconds)},
+                            },
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._t.name,
+                            "Key": key(pk, keys.turn_sk(turn_id)),
+                            "UpdateExpression": "SET turn_status = :run",
+                            "ConditionExpression": "turn_status = :wait",
+                            "ExpressionAttributeValues": {
+                                ":run": {"S": RUNNING},
+                                ":wait": {"S": AWAITING_INPUT},
+                            },
+                        }
+                    },
+                ]
+            )
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = err.response.get("CancellationReasons") or [{}]
+            session = reasons[0].get("Item")
+            if session is None or session["agent_id"]["S"] != agent_id or expired(session):
+                raise NotFound(f"Session {session_id} not found") from err
+            raise Conflict(f"Turn {turn_id} is not awaiting input") from err
+        session = self._t.get(pk, keys.SESSION) or {}
+        return SessionLock(tenant, session_id, turn_id, session.get("expires_at"))
+
+    def undo_start(self, lock: SessionLock) -> None:
+        """A new turn could not start: remove its record and free the session, as if never begun."""
+        try:
+            self._t.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Delete": {
+                            "TableName": self._t.name,
+                            "Key": key(lock.pk, keys.turn_sk(lock.turn_id)),
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._t.name,
+                            "Key": key(lock.pk, keys.SESSION),
+                            "UpdateExpression": "REMOVE active_turn, active_state, lease_until",
+                            "ConditionExpression": "active_turn = :t",
+                            "ExpressionAttributeValues": {":t": {"S": lock.turn_id}},
+                        }
+                    },
+                ]
+            )
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+
+    def _refuse(self, session: dict[str, Any] | None, agent_id: str, session_id: str) -> None:
+        if session is None or session["agent_id"]["S"] != agent_id or expired(session):
+            raise NotFound(f"Session {session_id} not found")
+        turn = session.get("active_turn", {}).get("S")
+        if session.get("active_state", {}).get("S") == AWAITING_INPUT:
+            raise Conflict(
+                f"Session {session_id} has turn {turn} awaiting tool responses; resume it first"
+            )
+        raise Conflict(f"Session {session_id} is busy with turn {turn}")
+
+    def _mark_abandoned(self, tenant: str, session_id: str, turn_id: str) -> None:
+        try:
+            self._t.client.update_item(
+                TableName=self._t.name,
+                Key=key(keys.session_pk(tenant, session_id), keys.turn_sk(turn_id)),
+                UpdateExpression="SET turn_status = :failed",
+                ConditionExpression="turn_status = :run",
+                ExpressionAttributeValues={":failed": {"S": FAILED}, ":run": {"S": RUNNING}},
+            )
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+
+    # --- writes during a turn ----------------------------------------------------------------
+
+    def put_turn(self, lock: SessionLock, turn: Turn, state: TurnState) -> None:
+        """Record the turn as it starts, so a client that lost the stream can fetch it."""
+        self._t.put_all(self._turn_items(lock, turn, state, history=None))
+
+    def save_step(self, lock: SessionLock, step: Step) -> None:
+        items = encode(
+            key(lock.pk, keys.step_sk(step.turn_id, step.step_id)),
+            {"body": json_body(step)},
+            lock.extra(),
+        )
+        self._t.put_all(items)
+
+    def end_turn(
+        self,
+        lock: SessionLock,
+        turn: Turn,
+        state: TurnState,
+        history: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Write the turn's final (or paused) state and release (or park) the lock, atomically."""
+        head, *parts = self._turn_items(lock, turn, state, history)
+        if parts:
+            self._t.put_all(parts)
+        if state.status == AWAITING_INPUT:
+            session_update = {
+                "UpdateExpression": "SET active_state = :wait REMOVE lease_until",
+                "ExpressionAttributeValues": {
+                    ":t": {"S": lock.turn_id},
+                    ":wait": {"S": AWAITING_INPUT},
+                },
+            }
+        else:
+            session_update = {
+                "UpdateExpression": "REMOVE active_turn, active_state, lease_until",
+                "ExpressionAttributeValues": {":t": {"S": lock.turn_id}},
+            }
+        try:
+            self._t.client.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": self._t.name, "Item": head}},
+                    {
+                        "Update": {
+                            "TableName": self._t.name,
+                            "Key": key(lock.pk, keys.SESSION),
+                            "ConditionExpression": "active_turn = :t",
+                            **session_update,
+                        }
+                    },
+                ]
+            )
+        except ClientError as err:
+            if err.response["Error"]["Code"] == "TransactionCanceledException":
+                raise Conflict(f"Turn {lock.turn_id} lost its session lock") from err
+            raise
+
+    def _turn_items(
+        self,
+        lock: SessionLock,
+        turn: Turn,
+        state: TurnState,
+        history: list[dict[str, Any]] | None,
+    ) -> list[dict[str, Any]]:
+        attrs = {"body": json_body(turn.model_copy(update={"steps": []})), "state": state.to_json()}
+        if history is not None:
+            attrs["history"] = json.dumps(history)
+        extra = {"turn_status": {"S": state.status}, **lock.extra()}
+        return encode(key(lock.pk, keys.turn_sk(turn.turn_id)), attrs, extra)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def history(self, lock: SessionLock) -> list[dict[str, Any]]:
+        """The messages of the session's completed turns, oldest first: one query, turn items only."""
+        items = self._t.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :t)",
+                "ExpressionAttributeValues": {":pk": {"S": lock.pk}, ":t": {"S": "TURN#"}},
+                "ProjectionExpression": "SK, turn_status, history, parts, chunk",
+                "ConsistentRead": True,
+            }
+        )
+        messages: list[dict[str, Any]] = []
+        for head, attrs in decode(items):
+            if head.get("turn_status", {}).get("S") == COMPLETED and "history" in attrs:
+                messages.extend(json.loads(attrs["history"]))
+        return messages
+
+    def get_turn_state(
+        self, tenant: str, agent_id: str, session_id: str, turn_id: str
+    ) -> tuple[Turn, TurnState]:
+        self.session_head(tenant, agent_id, session_id)
+        pk = keys.session_pk(tenant, session_id)
+        head, attrs = self._read_turn(pk, turn_id)
+        turn = Turn.model_validate_json(attrs["body"])
+        turn.steps = self._steps(pk, turn_id)
+        return turn, TurnState.from_json(attrs["state"])
+
+    def get_turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
+        return self.get_turn_state(tenant, agent_id, session_id, turn_id)[0]
+
+    def get_step(
+        self, tenant: str, agent_id: str, session_id: str, turn_id: str, step_id: str
+    ) -> Step:
+        self.session_head(tenant, agent_id, session_id)
+        pk = keys.session_pk(tenant, session_id)
+        sk = keys.step_sk(turn_id, step_id)
+        items = self._t.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
+                "ExpressionAttributeValues": {":pk": {"S": pk}, ":s": {"S": sk}},
+                "ConsistentRead": True,
+            }
+        )
+        for head, attrs in decode(items):
+            if head["SK"]["S"] == sk:
+                return _STEP.validate_json(attrs["body"])
+        raise NotFound(f"Step {step_id} not found in turn {turn_id}")
+
+    def session_head(self, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
+        item = self._t.get(keys.session_pk(tenant, session_id), keys.SESSION)
+        if item is None or item["agent_id"]["S"] != agent_id or expired(item):
+            raise NotFound(f"Session {session_id} not found")
+        return item
+
+    def _read_turn(self, pk: str, turn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
+        sk = keys.turn_sk(turn_id)
+        head = self._t.get(pk, sk)
+        if head is None:
+            raise NotFound(f"Turn {turn_id} not found")
+        if "parts" not in head:
+            return next(decode([head]))
+        items = self._t.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
+                "ExpressionAttributeValues": {":pk": {"S": pk}, ":s": {"S": sk + "#PART#"}},
+                "ConsistentRead": True,
+            }
+        )
+        return next(decode([head, *items]))
+
+    def _steps(self, pk: str, turn_id: str) -> list[Step]:
+        items = self._t.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
+                "ExpressionAttributeValues": {":pk": {"S": pk}, ":s": {"S": f"STEP#{turn_id}#"}},
+                "ConsistentRead": True,
+            }
+        )
+        return [_STEP.validate_json(attrs["body"]) for _, attrs in decode(items)]
+
+
+def assemble_turns(items: list[dict[str, Any]]) -> list[Turn]:
+    """A session partition's items (steps, then turns, as a query returns them) into Turns."""
+    steps: dict[str, list[Step]] = {}
+    turns: list[Turn] = []
+    for head, attrs in decode(items):
+        sk = head["SK"]["S"]
+        if sk.startswith("STEP#"):
+            turn_id = sk.split("#")[1]
+            steps.setdefault(turn_id, []).append(_STEP.validate_json(attrs["body"]))
+        elif sk.startswith("TURN#"):
+            turns.append(Turn.model_validate_json(attrs["body"]))
+    for turn in turns:
+        turn.steps = steps.get(turn.turn_id, [])
+    return turns
