@@ -30,14 +30,14 @@ def _session():
     return boto3.Session(botocore_session=core)
 
 
-def client(service: str, *, read_timeout: float = 5, max_attempts: int = 4) -> Any:
+def client(service: str, *, read_timeout: float = 5, attempts: int = 4) -> Any:
     """A client whose calls fail fast (bounded connect/read timeouts) instead of eating a Lambda."""
     from botocore.config import Config
 
     config = Config(
         connect_timeout=2,
         read_timeout=read_timeout,
-        retries={"mode": "standard", "max_attempts": max_attempts},
+        retries={"mode": "standard", "total_max_attempts": attempts},
         tcp_keepalive=True,
     )
     return _session().client(service, config=config)

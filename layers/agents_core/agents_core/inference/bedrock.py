@@ -33,7 +33,7 @@ class BedrockProvider:
         if client is None:
             from .. import aws
 
-            client = aws.client("bedrock-runtime", read_timeout=timeout, max_attempts=1)
+            client = aws.client("bedrock-runtime", read_timeout=timeout, attempts=1)
         self._client = client
 
     def check(self, request: ChatRequest) -> None:

@@ -1,0 +1,136 @@
+"""A scripted OpenAI-compatible chat completions server: real HTTP, real SSE, on 127.0.0.1.
+
+Tests queue replies; each request takes the next one (or, with none queued, an echo of the last
+user message). Every request body is kept, so tests can check what reached the model.
+
+    with ScriptedOpenAI() as model:
+        model.reply(text="Hello", chunks=2)
+        model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
+        model.reply(error="status", status=500)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    chunks: int = 3  # the text is streamed in this many deltas
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, JSON arguments)
+    error: str | None = None  # "status" | "hang" | "malformed" | "truncated"
+    status: int = 500
+    delay: float = 0.0  # seconds before the first byte
+    finish_reason: str | None = None
+
+
+class ScriptedOpenAI:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._replies: list[Reply] = []
+        self._lock = threading.Lock()
+        script = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with script._lock:
+                    script.requests.append(body)
+                    reply = script._replies.pop(0) if script._replies else script._echo(body)
+                script._serve(self, body, reply)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_port}/v1"
+
+    def __enter__(self) -> ScriptedOpenAI:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def reply(self, **kwargs: Any) -> None:
+        with self._lock:
+            self._replies.append(Reply(**kwargs))
+
+    def reset(self) -> None:
+        with self._lock:
+            self._replies.clear()
+            self.requests.clear()
+
+    @staticmethod
+    def _echo(body: dict[str, Any]) -> Reply:
+        users = [m for m in body["messages"] if m["role"] == "user"]
+        return Reply(text=f"echo: {users[-1]['content'] if users else ''}")
+
+    def _serve(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply) -> None:
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.error == "status":
+            payload = json.dumps({"error": {"message": "model exploded", "type": "server_error"}})
+            handler.send_response(reply.status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            handler.wfile.write(payload.encode())
+            return
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.close_connection = True
+
+        def send(data: str) -> None:
+            handler.wfile.write(f"data: {data}\n\n".encode())
+            handler.wfile.flush()
+
+        model = body.get("model", "m")
+        base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            return json.dumps({**base, "choices": [choice]})
+
+        send(chunk({"role": "assistant", "content": ""}))
+        if reply.error == "hang":
+            time.sleep(30)
+            return
+        if reply.error == "malformed":
+            send('{"id": "chatcmpl-1", "choices": [')
+            return
+        pieces = _split(reply.text, reply.chunks)
+        for piece in pieces:
+            send(chunk({"content": piece}))
+        for index, (name, arguments) in enumerate(reply.tool_calls):
+            call_id = f"call_{len(self.requests)}_{index}"
+            first = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+            send(chunk({"tool_calls": [first]}))
+            for part in _split(arguments, 2):
+                send(chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]}))
+        if reply.error == "truncated":
+            return  # the connection closes with no finish_reason and no [DONE]
+        finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+        send(chunk({}, finish))
+        usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        send(json.dumps({**base, "choices": [], "usage": usage}))
+        send("[DONE]")
+
+
+def _split(text: str, parts: int) -> list[str]:
+    if not text:
+        return []
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)]

@@ -1,0 +1,294 @@
+"""Turns through the real app (in-process) against a scripted OpenAI-compatible model over HTTP."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agents_core.api.agents import AgentConfig, Turn
+from agents_core.api.common import CompletionMessage, UserMessage
+from agents_core.services import build_services
+from agents_core.settings import Settings
+from agents_core.store import Conflict
+from agents_core.store.items import item_size
+from agents_core.store.turns import FAILED, RUNNING, TurnState, TurnStore
+from agents_core.web.agents import router as agents_router
+from agents_core.web.app import create_app
+from agents_core.web.turns import resume_router, turns_router
+
+from .conftest import TABLE
+from .peers.openai_server import ScriptedOpenAI
+from .turn_support import WEATHER_TOOL, event_types, new_session, sse_events, turn_url, user
+
+
+@pytest.fixture(scope="module")
+def model():
+    with ScriptedOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def api(dynamodb, model):
+    model.reset()
+    settings = Settings(table_name=TABLE, openai_base_url=model.url, inference_timeout_seconds=2)
+    services = build_services(settings, dynamodb)
+    app = create_app(agents_router, turns_router, resume_router, services=services)
+    with TestClient(app, raise_server_exceptions=False) as client:  # one event loop throughout
+        yield client
+
+
+def test_streaming_turn_events_arrive_in_order_and_match_the_stored_turn(api, model):
+    agent_id, session_id = new_session(api)
+    model.reply(text="Hello there, friend", chunks=3)
+    resp = api.post(turn_url(agent_id, session_id), json={"messages": [user("hi")], "stream": True})
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(resp.text)
+    assert event_types(events) == [
+        "turn_start", "step_start", "step_progress", "step_progress", "step_progress",
+        "step_complete", "turn_complete",
+    ]
+    turn_id = events[0]["event"]["payload"]["turn_id"]
+    deltas = "".join(e["event"]["payload"]["delta"]["text"] for e in events[2:5])
+    final = events[-1]["event"]["payload"]["turn"]
+    assert deltas == final["output_message"]["content"] == "Hello there, friend"
+    assert final["turn_id"] == turn_id
+    assert final["output_message"]["stop_reason"] == "end_of_turn"
+    assert api.get(f"{turn_url(agent_id, session_id)}/{turn_id}").json() == final
+    step = final["steps"][0]
+    got = api.get(f"{turn_url(agent_id, session_id)}/{turn_id}/step/{step['step_id']}").json()
+    assert got["step"] == step
+
+
+def test_history_of_earlier_turns_reaches_the_model(api, model):
+    agent_id, session_id = new_session(api)
+    model.reply(text="first answer")
+    api.post(turn_url(agent_id, session_id), json={"messages": [user("first question")]})
+    model.reply(text="second answer")
+    turn = api.post(turn_url(agent_id, session_id), json={"messages": [user("second question")]})
+    assert turn.status_code == 200 and turn.json()["output_message"]["content"] == "second answer"
+    assert [(m["role"], m["content"]) for m in model.requests[-1]["messages"]] == [
+        ("system", "You are terse."),
+        ("user", "first question"),
+        ("assistant", "first answer"),
+        ("user", "second question"),
+    ]
+    session = api.get(f"/v1/agents/{agent_id}/session/{session_id}").json()
+    assert [t["output_message"]["content"] for t in session["turns"]] == ["first answer", "second answer"]
+
+
+def test_sampling_tools_and_response_format_reach_the_provider(api, model):
+    agent_id, session_id = new_session(
+        api,
+        client_tools=[WEATHER_TOOL],
+        sampling_params={
+            "strategy": {"type": "top_p", "temperature": 0.7, "top_p": 0.9},
+            "max_tokens": 50,
+            "repetition_penalty": 1.2,
+            "stop": ["END"],
+        },
+        response_format={"type": "json_schema", "json_schema": {"type": "object"}},
+        tool_config={"tool_choice": "required"},
+    )
+    api.post(turn_url(agent_id, session_id), json={"messages": [user("x")]})
+    sent = model.requests[-1]
+    assert (sent["temperature"], sent["top_p"], sent["max_tokens"]) == (0.7, 0.9, 50)
+    assert sent["repetition_penalty"] == 1.2 and sent["stop"] == ["END"]
+    assert sent["response_format"]["json_schema"]["schema"] == {"type": "object"}
+    assert sent["tool_choice"] == "required"
+    function = sent["tools"][0]["function"]
+    assert function["name"] == "get_weather"
+    assert function["parameters"]["required"] == ["city"]
+
+
+def test_greedy_and_top_k_and_per_turn_tool_config(api, model):
+    agent_id, session_id = new_session(
+        api, client_tools=[WEATHER_TOOL], sampling_params={"strategy": {"type": "top_k", "top_k": 5}}
+    )
+    body = {"messages": [user("x")], "tool_config": {"tool_choice": "none"}}
+    api.post(turn_url(agent_id, session_id), json=body)
+    assert model.requests[-1]["top_k"] == 5 and model.requests[-1]["tool_choice"] == "none"
+    agent_id, session_id = new_session(api)
+    api.post(turn_url(agent_id, session_id), json={"messages": [user("x")]})
+    assert model.requests[-1]["temperature"] == 0.0
+
+
+def test_system_message_replace_places_the_tool_definitions(api, model):
+    agent_id, session_id = new_session(
+        api,
+        instructions="Tools: {{function_definitions}}",
+        client_tools=[WEATHER_TOOL],
+        tool_config={"system_message_behavior": "replace"},
+    )
+    api.post(turn_url(agent_id, session_id), json={"messages": [user("x")]})
+    system = model.requests[-1]["messages"][0]["content"]
+    assert system.startswith("Tools: [") and '"get_weather"' in system
+
+
+def test_client_tool_pauses_and_resume_continues_the_same_turn(api, model):
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
+    paused = api.post(url, json={"messages": [user("weather in Paris?")]}).json()
+    call = paused["output_message"]["tool_calls"][0]
+    assert paused["output_message"]["stop_reason"] == "end_of_message"
+    assert call["tool_name"] == "get_weather" and call["arguments"] == {"city": "Paris"}
+    turn_id = paused["turn_id"]
+
+    # Another turn must wait; a resume for other calls is refused; neither changes anything.
+    assert api.post(url, json={"messages": [user("hello?")]}).status_code == 409
+    wrong = {"tool_responses": [{"call_id": "nope", "tool_name": "get_weather", "content": "x"}]}
+    resp = api.post(f"{url}/{turn_id}/resume", json=wrong)
+    assert resp.status_code == 400 and call["call_id"] in resp.json()["detail"]
+    assert api.get(f"{url}/{turn_id}").json() == paused
+
+    model.reply(text="It is sunny in Paris.")
+    answer = {"tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": "sunny"}]}
+    done = api.post(f"{url}/{turn_id}/resume", json=answer).json()
+    assert done["turn_id"] == turn_id
+    assert [s["step_type"] for s in done["steps"]] == ["inference", "tool_execution", "inference"]
+    assert done["output_message"]["content"] == "It is sunny in Paris."
+    sent = model.requests[-1]["messages"]
+    assert sent[-2]["tool_calls"][0]["id"] == call["call_id"]
+    assert sent[-1] == {"role": "tool", "content": "sunny", "tool_call_id": call["call_id"]}
+    assert api.post(f"{url}/{turn_id}/resume", json=answer).status_code == 409
+    # The session is free again, and the paused-then-resumed turn is history.
+    model.reply(text="ok")
+    assert api.post(url, json={"messages": [user("thanks")]}).status_code == 200
+    roles = [m["role"] for m in model.requests[-1]["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+
+
+def test_streamed_resume_starts_with_the_tool_execution_step(api, model):
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    model.reply(tool_calls=[("get_weather", '{"city": "Oslo"}')])
+    events = sse_events(api.post(url, json={"messages": [user("Oslo?")], "stream": True}).text)
+    assert event_types(events)[-1] == "turn_awaiting_input"
+    progress = [e["event"]["payload"]["delta"] for e in events if event_types([e]) == ["step_progress"]]
+    assert progress[-1]["parse_status"] == "succeeded"
+    turn = events[-1]["event"]["payload"]["turn"]
+    call = turn["output_message"]["tool_calls"][0]
+    model.reply(text="Cold.")
+    body = {
+        "tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": "-3C"}],
+        "stream": True,
+    }
+    events = sse_events(api.post(f"{url}/{turn['turn_id']}/resume", json=body).text)
+    assert event_types(events)[:3] == ["turn_start", "step_start", "step_complete"]
+    assert events[2]["event"]["payload"]["step_details"]["step_type"] == "tool_execution"
+    assert event_types(events)[-1] == "turn_complete"
+
+
+def test_a_call_to_an_unknown_tool_is_answered_with_an_error_result(api, model):
+    agent_id, session_id = new_session(api)
+    model.reply(tool_calls=[("launch_rockets", "{}")])
+    model.reply(text="I cannot do that.")
+    turn = api.post(turn_url(agent_id, session_id), json={"messages": [user("go")]}).json()
+    assert [s["step_type"] for s in turn["steps"]] == ["inference", "tool_execution", "inference"]
+    assert "Unknown tool" in turn["steps"][1]["tool_responses"][0]["content"]
+    assert turn["output_message"]["content"] == "I cannot do that."
+
+
+def test_max_infer_iters_bounds_the_loop(api, model):
+    agent_id, session_id = new_session(api, max_infer_iters=2)
+    for _ in range(3):
+        model.reply(tool_calls=[("launch_rockets", "{}")])
+    turn = api.post(turn_url(agent_id, session_id), json={"messages": [user("go")]}).json()
+    assert [s["step_type"] for s in turn["steps"]].count("inference") == 2
+    assert turn["output_message"]["stop_reason"] == "out_of_tokens"
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "words"),
+    [("status", 502, "500"), ("malformed", 502, "malformed"), ("truncated", 502, "without finishing"),
+     ("hang", 504, "timed out")],
+)
+def test_a_failing_model_fails_the_turn_cleanly(api, model, error, status, words):
+    agent_id, session_id = new_session(api)
+    url = turn_url(agent_id, session_id)
+    model.reply(error=error, text="partial")
+    resp = api.post(url, json={"messages": [user("boom")]})
+    assert resp.status_code == status and words in resp.json()["detail"]
+    failed = api.get(f"{url}/{resp.json()['turn_id']}").json()
+    assert failed["completed_at"] is not None and failed["steps"] == []
+    # Streamed, the failure is the last event; either way the session stays usable.
+    model.reply(error=error, text="partial")
+    events = sse_events(api.post(url, json={"messages": [user("boom")], "stream": True}).text)
+    assert event_types(events)[0] == "turn_start" and event_types(events)[-1] == "error"
+    assert events[-1]["error"]["status"] == status
+    model.reply(text="recovered")
+    ok = api.post(url, json={"messages": [user("again")]})
+    assert ok.status_code == 200 and ok.json()["output_message"]["content"] == "recovered"
+    # Failed turns are kept for inspection but not replayed to the model.
+    assert [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"] == ["again"]
+
+
+def test_toolgroups_are_refused_and_change_nothing(api, model, dynamodb):
+    agent_id, session_id = new_session(api, toolgroups=["builtin::websearch"])
+    before = dynamodb.scan(TableName=TABLE)["Items"]
+    resp = api.post(turn_url(agent_id, session_id), json={"messages": [user("x")]})
+    assert resp.status_code == 400 and "toolgroups" in resp.json()["detail"]
+    assert dynamodb.scan(TableName=TABLE)["Items"] == before
+
+
+def test_bad_turn_requests_are_400_or_404(api):
+    agent_id, session_id = new_session(api)
+    url = turn_url(agent_id, session_id)
+    for body in ({}, {"messages": []}, {"messages": [{"role": "system", "content": "x"}]}, {"messages": "x"}):
+        assert api.post(url, json=body).status_code == 400
+    assert api.post(turn_url(agent_id, "missing"), json={"messages": [user("x")]}).status_code == 404
+    assert api.post(turn_url("missing", session_id), json={"messages": [user("x")]}).status_code == 404
+    resume = {"tool_responses": []}
+    assert api.post(f"{url}/missing/resume", json=resume).status_code == 404
+
+
+def test_a_large_tool_result_is_stored_in_parts(api, model, dynamodb):
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    model.reply(tool_calls=[("get_weather", '{"city": "Lima"}')])
+    paused = api.post(url, json={"messages": [user("Lima?")]}).json()
+    call = paused["output_message"]["tool_calls"][0]
+    big = "x" * 900_000
+    model.reply(text="That was a lot.")
+    answer = {"tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": big}]}
+    done = api.post(f"{url}/{paused['turn_id']}/resume", json=answer)
+    assert done.status_code == 200
+    stored = api.get(f"{url}/{paused['turn_id']}").json()
+    assert stored["steps"][1]["tool_responses"][0]["content"] == big
+    pages = dynamodb.get_paginator("scan").paginate(TableName=TABLE)
+    items = [item for page in pages for item in page["Items"]]
+    assert max(item_size(i) for i in items) < 400 * 1024
+    assert sum(1 for i in items if "#PART#" in i["SK"]["S"]) >= 6  # the step and the turn, in parts
+    model.reply(text="next")
+    assert api.post(url, json={"messages": [user("more")]}).status_code == 200
+    assert model.requests[-1]["messages"][3]["content"] == big
+
+
+def test_one_turn_at_a_time_and_a_dead_turns_lease_expires(services, store):
+    agent = store.create_agent("t", AgentConfig(model="m", instructions="i"))
+    busy = store.create_session("t", agent.agent_id, "busy")
+    services.turns.lock_for_new_turn("t", agent.agent_id, busy.session_id, "turn-a")
+    with pytest.raises(Conflict):
+        services.turns.lock_for_new_turn("t", agent.agent_id, busy.session_id, "turn-b")
+
+    # A turn whose Lambda died holds its session only until its lease runs out.
+    dead = TurnStore(services.turns._t.client, TABLE, lease_seconds=-1)
+    session = store.create_session("t", agent.agent_id, "s")
+    lock = dead.lock_for_new_turn("t", agent.agent_id, session.session_id, "turn-c")
+    dead.put_turn(lock, _running_turn("turn-c", session.session_id), TurnState(RUNNING))
+    services.turns.lock_for_new_turn("t", agent.agent_id, session.session_id, "turn-d")
+    _, state = services.turns.get_turn_state("t", agent.agent_id, session.session_id, "turn-c")
+    assert state.status == FAILED
+
+
+def _running_turn(turn_id: str, session_id: str) -> Turn:
+    return Turn(
+        turn_id=turn_id,
+        session_id=session_id,
+        input_messages=[UserMessage(content="hi")],
+        steps=[],
+        output_message=CompletionMessage(content="", stop_reason="end_of_message"),
+        started_at=datetime.now(UTC),
+    )
