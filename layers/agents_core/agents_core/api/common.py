@@ -106,6 +106,8 @@ class ToolResponse(ApiModel):
 
 
 class ToolParameter(ApiModel):
+    model_config = ApiModel.model_config | {"extra": "ignore"}
+
     name: str
     parameter_type: str
     description: str
@@ -114,6 +116,11 @@ class ToolParameter(ApiModel):
 
 
 class ToolDef(ApiModel):
+    """A client tool. Unknown fields are ignored here: client libraries add their own
+    (llama-stack-client 0.2.12 sends `tool_prompt_format`)."""
+
+    model_config = ApiModel.model_config | {"extra": "ignore"}
+
     name: str
     description: str | None = None
     parameters: list[ToolParameter] | None = None

@@ -20,6 +20,9 @@ from ..api.common import (
 from ..inference.types import ChatMessage, ChatToolCall, ToolSpec
 
 _JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
+#: Python type names, as llama-stack-client's @client_tool writes them.
+_PYTHON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
+                 "list": "array", "dict": "object"}
 
 
 def content_text(content: InterleavedContent | URL | None) -> str:
@@ -100,7 +103,8 @@ def tool_spec(tool: ToolDef) -> ToolSpec:
     properties: dict[str, Any] = {}
     required: list[str] = []
     for param in tool.parameters or []:
-        kind = param.parameter_type if param.parameter_type in _JSON_TYPES else "string"
+        kind = param.parameter_type
+        kind = kind if kind in _JSON_TYPES else _PYTHON_TYPES.get(kind, "string")
         schema: dict[str, Any] = {"type": kind, "description": param.description}
         if param.default is not None:
             schema["default"] = param.default

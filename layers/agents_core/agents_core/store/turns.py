@@ -37,7 +37,8 @@ _CALLS: TypeAdapter[list[ToolCall]] = TypeAdapter(list[ToolCall])
 
 @dataclass
 class TurnState:
-    """What the engine needs besides the Turn to continue it."""
+    """What the engine needs besides the Turn to continue it. `status` is stored as the turn
+    item's `turn_status` attribute (conditions read it); the rest as JSON in `state`."""
 
     status: str
     iterations: int = 0
@@ -47,7 +48,6 @@ class TurnState:
     def to_json(self) -> str:
         return json.dumps(
             {
-                "status": self.status,
                 "iterations": self.iterations,
                 "pending_calls": _CALLS.dump_python(self.pending_calls, mode="json"),
                 "error": self.error,
@@ -55,10 +55,10 @@ class TurnState:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> TurnState:
+    def from_json(cls, status: str, text: str) -> TurnState:
         data = json.loads(text)
         return cls(
-            status=data["status"],
+            status=status,
             iterations=data["iterations"],
             pending_calls=_CALLS.validate_python(data["pending_calls"]),
             error=data.get("error"),
@@ -320,7 +320,7 @@ class TurnStore:
         head, attrs = self._read_turn(pk, turn_id)
         turn = Turn.model_validate_json(attrs["body"])
         turn.steps = self._steps(pk, turn_id)
-        return turn, TurnState.from_json(attrs["state"])
+        return turn, TurnState.from_json(head["turn_status"]["S"], attrs["state"])
 
     def get_turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
         return self.get_turn_state(tenant, agent_id, session_id, turn_id)[0]
