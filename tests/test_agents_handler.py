@@ -77,6 +77,10 @@ def test_every_crud_route_in_the_template_has_an_event():
         path, method = event.split()
         assert f"Path: {path}\n            Method: {method}" in template
     assert len(events) == 10
+    for name, route in (("turns/create_turn.json", "turn"), ("resume/resume_turn.json", "resume")):
+        event = json.loads((ROOT / "events" / name).read_text())
+        streamed = f"Path: {event['resource']}\n            Method: post\n            ResponseTransferMode: STREAM"
+        assert streamed in template, route
 
 
 def test_tenants_are_isolated(handler):

@@ -1,0 +1,59 @@
+"""The turns and resume functions' apps fed the API Gateway events in events/.
+
+In AWS the Lambda Web Adapter turns each event into an HTTP request to uvicorn; here Mangum does
+the same translation in-process, so the events, routes and app wiring are checked together.
+"""
+
+from __future__ import annotations
+
+import json
+
+from mangum import Mangum
+
+from .lambda_support import LambdaContext, load_event, load_function
+from .turn_support import sse_events
+
+AGENT = "01937a2e-5f00-7000-8000-0000000000a1"
+SESSION = "01937a2e-5f00-7000-8000-0000000000b1"
+TURN = "01937a2e-5f00-7000-8000-0000000000c1"
+CALL = "01937a2e-5f00-7000-8000-0000000000e1"
+
+
+def invoke(app, event):
+    return Mangum(app, lifespan="off")(event, LambdaContext())
+
+
+def test_turn_and_resume_events_drive_the_function_apps(dynamodb):
+    agents = load_function("agents")
+    turns = load_function("turns").app
+    resume = load_function("resume").app
+    config = {
+        "model": "offline",
+        "instructions": "Be brief.",
+        "client_tools": [{"name": "get_weather", "description": "Weather", "parameters": [
+            {"name": "city", "parameter_type": "string", "description": "City", "required": True}]}],
+    }
+    event = load_event("agents/create_agent.json")
+    event["body"] = json.dumps({"agent_config": config})
+    agent_id = json.loads(agents.handler(event, LambdaContext())["body"])["agent_id"]
+    ids = {AGENT: agent_id}
+    created = agents.handler(load_event("agents/create_session.json", ids), LambdaContext())
+    ids[SESSION] = json.loads(created["body"])["session_id"]
+
+    plain = invoke(turns, load_event("turns/create_turn.json", ids))
+    assert plain["statusCode"] == 200
+    assert json.loads(plain["body"])["output_message"]["content"] == "You said: Hello!"
+
+    streamed = invoke(turns, load_event("turns/create_turn_stream.json", ids))
+    assert streamed["headers"]["content-type"].startswith("text/event-stream")
+    events = sse_events(streamed["body"])
+    paused = events[-1]["event"]["payload"]
+    assert paused["event_type"] == "turn_awaiting_input"
+    call = paused["turn"]["output_message"]["tool_calls"][0]
+    assert call["arguments"] == {"city": "Paris"}
+
+    ids.update({TURN: paused["turn"]["turn_id"], CALL: call["call_id"]})
+    resumed = invoke(resume, load_event("resume/resume_turn.json", ids))
+    final = sse_events(resumed["body"])[-1]["event"]["payload"]
+    assert final["event_type"] == "turn_complete"
+    assert final["turn"]["output_message"]["content"] == "Tool result: 18C and sunny"
