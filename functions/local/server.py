@@ -34,8 +34,8 @@ def _start_embedded_moto() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def main() -> None:
-    import uvicorn
+def build_local_app():
+    """(app, services, description): every router over the configured (or embedded) AWS."""
     from agents_core import aws
     from agents_core.services import build_services
     from agents_core.settings import Settings
@@ -56,13 +56,19 @@ def main() -> None:
     create_table_if_missing(client, settings.table_name)
     services = build_services(settings, client)
     app = create_app(agents_router, turns_router, resume_router, services=services)
-
-    port = int(os.environ.get("PORT", "8321"))
-    print(
-        f"serverless-agents serving http://127.0.0.1:{port} | AWS endpoint {endpoint} ({where})"
-        f" | table {settings.table_name} | {services.engine.models.describe()}",
-        flush=True,
+    description = (
+        f"AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
+        f" | {services.engine.models.describe()}"
     )
+    return app, services, description
+
+
+def main() -> None:
+    import uvicorn
+
+    app, _, description = build_local_app()
+    port = int(os.environ.get("PORT", "8321"))
+    print(f"serverless-agents serving http://127.0.0.1:{port} | {description}", flush=True)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 

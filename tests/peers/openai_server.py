@@ -33,6 +33,7 @@ class Reply:
 class ScriptedOpenAI:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []  # time.perf_counter() of each request
         self._replies: list[Reply] = []
         self._lock = threading.Lock()
         script = self
@@ -46,6 +47,7 @@ class ScriptedOpenAI:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with script._lock:
+                    script.arrivals.append(time.perf_counter())
                     script.requests.append(body)
                     reply = script._replies.pop(0) if script._replies else script._echo(body)
                 script._serve(self, body, reply)
@@ -70,6 +72,7 @@ class ScriptedOpenAI:
         with self._lock:
             self._replies.clear()
             self.requests.clear()
+            self.arrivals.clear()
 
     @staticmethod
     def _echo(body: dict[str, Any]) -> Reply:

@@ -138,12 +138,14 @@ class TurnRun:
                     else:
                         yield item
                 assert step is not None
+                calls = step.model_response.tool_calls or []
+                if not calls:  # the answer: its step is written with the turn's end
+                    done = await self._complete(step.model_response, step)
+                    yield _step_complete(step)
+                    yield done
+                    return
                 await self._save_step(step)
                 yield _step_complete(step)
-                calls = step.model_response.tool_calls or []
-                if not calls:
-                    yield await self._complete(step.model_response)
-                    return
                 unserved = [c for c in calls if c.tool_name not in self.client_tools]
                 if unserved:
                     tool_step = self._unknown_tools_step(unserved)
@@ -246,13 +248,19 @@ class TurnRun:
                 return step.model_response.model_copy(update={"stop_reason": stop})
         return CompletionMessage(content="", stop_reason=stop)
 
-    async def _complete(self, output: CompletionMessage) -> AgentTurnResponseStreamChunk:
+    async def _complete(
+        self, output: CompletionMessage, last_step: Step | None = None
+    ) -> AgentTurnResponseStreamChunk:
+        steps = (last_step,) if last_step is not None else ()
+        self.turn.steps.extend(steps)
         self.turn.output_message = output
         self.turn.completed_at = _now()
         self.state.status = COMPLETED
         self.state.pending_calls = []
         history = [m.to_dict() for m in convert.turn_messages(self.turn)]
-        await asyncio.to_thread(self.engine.turns.end_turn, self.lock, self.turn, self.state, history)
+        await asyncio.to_thread(
+            self.engine.turns.end_turn, self.lock, self.turn, self.state, history, steps
+        )
         return _chunk(AgentTurnResponseTurnCompletePayload(turn=self.turn))
 
     async def _pause(

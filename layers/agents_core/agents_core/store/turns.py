@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,9 @@ RUNNING = "running"
 AWAITING_INPUT = "awaiting_input"
 COMPLETED = "completed"
 FAILED = "failed"
+
+#: Sessions whose history a container keeps between turns (see `TurnStore.history`).
+HISTORY_CACHE_SESSIONS = 128
 
 _STEP: TypeAdapter[Step] = TypeAdapter(Step)
 _CALLS: TypeAdapter[list[ToolCall]] = TypeAdapter(list[ToolCall])
@@ -86,6 +90,7 @@ class TurnStore:
     def __init__(self, client: Any, table_name: str, *, lease_seconds: int = 930) -> None:
         self._t = Table(client, table_name)
         self.lease_seconds = lease_seconds
+        self._history_cache: OrderedDict[str, tuple[str, list[dict[str, Any]]]] = OrderedDict()
 
     # --- the lock --------------------------------------------------------------------------
 
@@ -231,12 +236,11 @@ class TurnStore:
         self._t.put_all(self._turn_items(lock, turn, state, history=None))
 
     def save_step(self, lock: SessionLock, step: Step) -> None:
-        items = encode(
-            key(lock.pk, keys.step_sk(step.turn_id, step.step_id)),
-            {"body": json_body(step)},
-            lock.extra(),
-        )
-        self._t.put_all(items)
+        self._t.put_all(self._step_items(lock, step))
+
+    def _step_items(self, lock: SessionLock, step: Step) -> list[dict[str, Any]]:
+        sk = keys.step_sk(step.turn_id, step.step_id)
+        return encode(key(lock.pk, sk), {"body": json_body(step)}, lock.extra())
 
     def end_turn(
         self,
@@ -244,9 +248,16 @@ class TurnStore:
         turn: Turn,
         state: TurnState,
         history: list[dict[str, Any]] | None = None,
+        steps: tuple[Step, ...] = (),
     ) -> None:
-        """Write the turn's final (or paused) state and release (or park) the lock, atomically."""
+        """Write the turn's final (or paused) state, and `steps` not yet written, and release
+        (or park) the lock, in one transaction (parts of oversized items go first)."""
         head, *parts = self._turn_items(lock, turn, state, history)
+        step_heads = []
+        for step in steps:
+            step_head, *step_parts = self._step_items(lock, step)
+            parts += step_parts
+            step_heads.append({"Put": {"TableName": self._t.name, "Item": step_head}})
         if parts:
             self._t.put_all(parts)
         if state.status == AWAITING_INPUT:
@@ -265,6 +276,7 @@ class TurnStore:
         try:
             self._t.client.transact_write_items(
                 TransactItems=[
+                    *step_heads,
                     {"Put": {"TableName": self._t.name, "Item": head}},
                     {
                         "Update": {
@@ -297,20 +309,40 @@ class TurnStore:
     # --- reads -------------------------------------------------------------------------------
 
     def history(self, lock: SessionLock) -> list[dict[str, Any]]:
-        """The messages of the session's completed turns, oldest first: one query, turn items only."""
+        """The messages of the session's completed turns, oldest first.
+
+        One query over turn items only. A warm container remembers what it read of a session,
+        and then asks only for turns after those: a finished turn never changes, and while the
+        lock is held every turn but the current one is finished."""
+        cached = self._history_cache.get(lock.pk)
+        if cached is not None:
+            after, messages = cached[0], list(cached[1])
+            condition = "PK = :pk AND SK > :t"
+            start = f"{after}#~"  # past the turn's parts too; later turns sort after it
+        else:
+            after, messages = None, []
+            condition, start = "PK = :pk AND begins_with(SK, :t)", "TURN#"
         items = self._t.query_all(
             {
-                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :t)",
-                "ExpressionAttributeValues": {":pk": {"S": lock.pk}, ":t": {"S": "TURN#"}},
+                "KeyConditionExpression": condition,
+                "ExpressionAttributeValues": {":pk": {"S": lock.pk}, ":t": {"S": start}},
                 "ProjectionExpression": "SK, turn_status, history, parts, chunk",
                 "ConsistentRead": True,
             }
         )
-        messages: list[dict[str, Any]] = []
         for head, attrs in decode(items):
-            if head.get("turn_status", {}).get("S") == COMPLETED and "history" in attrs:
+            status = head.get("turn_status", {}).get("S")
+            if status not in (COMPLETED, FAILED):
+                break  # the turn being run now
+            if status == COMPLETED and "history" in attrs:
                 messages.extend(json.loads(attrs["history"]))
-        return messages
+            after = head["SK"]["S"]
+        if after is not None:
+            self._history_cache[lock.pk] = (after, messages)
+            self._history_cache.move_to_end(lock.pk)
+            while len(self._history_cache) > HISTORY_CACHE_SESSIONS:
+                self._history_cache.popitem(last=False)
+        return list(messages)
 
     def get_turn_state(
         self, tenant: str, agent_id: str, session_id: str, turn_id: str
