@@ -30,6 +30,7 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/cold_start.py
+	$(PY) bench/turn_overhead.py
 
 build:
 	sam build

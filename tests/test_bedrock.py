@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
-
 from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.turns import resume_router, turns_router
+from fastapi.testclient import TestClient
 
 from .conftest import TABLE
 from .peers.bedrock_emulator import BedrockEmulator
@@ -35,13 +34,21 @@ def api(dynamodb, bedrock):
 
 def test_streaming_turn_on_converse_stream(api, bedrock):
     agent_id, session_id = new_session(
-        api, model=MODEL, sampling_params={"strategy": {"type": "top_p", "temperature": 0.5, "top_p": 0.8}, "max_tokens": 99}
+        api,
+        model=MODEL,
+        sampling_params={
+            "strategy": {"type": "top_p", "temperature": 0.5, "top_p": 0.8},
+            "max_tokens": 99,
+        },
     )
     bedrock.reply(text="Hello from Bedrock")
     resp = api.post(turn_url(agent_id, session_id), json={"messages": [user("hi")], "stream": True})
     events = sse_events(resp.text)
     assert event_types(events)[-1] == "turn_complete"
-    assert events[-1]["event"]["payload"]["turn"]["output_message"]["content"].strip() == "Hello from Bedrock"
+    assert (
+        events[-1]["event"]["payload"]["turn"]["output_message"]["content"].strip()
+        == "Hello from Bedrock"
+    )
     sent = bedrock.requests[-1]
     assert sent["modelId"] == "anthropic.claude-3-haiku-20240307-v1:0"
     assert sent["system"] == [{"text": "You are terse."}]
@@ -57,7 +64,9 @@ def test_tool_use_pauses_and_resumes_on_converse(api, bedrock):
     assert call["arguments"] == {"city": "Kyiv"} and call["call_id"] == "tooluse_0"
     assert bedrock.requests[-1]["toolConfig"]["tools"][0]["toolSpec"]["name"] == "get_weather"
     bedrock.reply(text="Snowing.")
-    body = {"tool_responses": [{"call_id": "tooluse_0", "tool_name": "get_weather", "content": "snow"}]}
+    body = {
+        "tool_responses": [{"call_id": "tooluse_0", "tool_name": "get_weather", "content": "snow"}]
+    }
     done = api.post(f"{url}/{paused['turn_id']}/resume", json=body).json()
     assert done["output_message"]["content"] == "Snowing."
     messages = bedrock.requests[-1]["messages"]
@@ -72,7 +81,9 @@ def test_a_bedrock_error_fails_the_turn_with_502(api, bedrock):
     resp = api.post(turn_url(agent_id, session_id), json={"messages": [user("x")]})
     assert resp.status_code == 502 and "ThrottlingException" in resp.json()["detail"]
     bedrock.reply(text="fine now")
-    assert api.post(turn_url(agent_id, session_id), json={"messages": [user("y")]}).status_code == 200
+    assert (
+        api.post(turn_url(agent_id, session_id), json={"messages": [user("y")]}).status_code == 200
+    )
 
 
 def test_response_format_is_refused_for_bedrock_before_anything_runs(api, bedrock):

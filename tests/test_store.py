@@ -107,10 +107,15 @@ def test_session_holds_turns_and_steps_in_order(store, services):
     assert loaded.turns[1] == turns[1]
     only = store.get_session("t", agent.agent_id, session.session_id, [turns[2].turn_id])
     assert [t.turn_id for t in only.turns] == [turns[2].turn_id]
-    assert services.turns.get_turn("t", agent.agent_id, session.session_id, turns[0].turn_id) == turns[0]
+    assert (
+        services.turns.get_turn("t", agent.agent_id, session.session_id, turns[0].turn_id)
+        == turns[0]
+    )
     step = turns[0].steps[1]
     assert (
-        services.turns.get_step("t", agent.agent_id, session.session_id, turns[0].turn_id, step.step_id)
+        services.turns.get_step(
+            "t", agent.agent_id, session.session_id, turns[0].turn_id, step.step_id
+        )
         == step
     )
 

@@ -30,8 +30,20 @@ def test_turn_and_resume_events_drive_the_function_apps(dynamodb):
     config = {
         "model": "offline",
         "instructions": "Be brief.",
-        "client_tools": [{"name": "get_weather", "description": "Weather", "parameters": [
-            {"name": "city", "parameter_type": "string", "description": "City", "required": True}]}],
+        "client_tools": [
+            {
+                "name": "get_weather",
+                "description": "Weather",
+                "parameters": [
+                    {
+                        "name": "city",
+                        "parameter_type": "string",
+                        "description": "City",
+                        "required": True,
+                    }
+                ],
+            }
+        ],
     }
     event = load_event("agents/create_agent.json")
     event["body"] = json.dumps({"agent_config": config})

@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from fastapi.testclient import TestClient
-
 from agents_core.api.agents import AgentConfig, Turn
 from agents_core.api.common import CompletionMessage, UserMessage
 from agents_core.services import build_services
@@ -17,6 +15,7 @@ from agents_core.store.turns import FAILED, RUNNING, TurnState, TurnStore
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.turns import resume_router, turns_router
+from fastapi.testclient import TestClient
 
 from .conftest import TABLE
 from .peers.openai_server import ScriptedOpenAI
@@ -46,8 +45,13 @@ def test_streaming_turn_events_arrive_in_order_and_match_the_stored_turn(api, mo
     assert resp.headers["content-type"].startswith("text/event-stream")
     events = sse_events(resp.text)
     assert event_types(events) == [
-        "turn_start", "step_start", "step_progress", "step_progress", "step_progress",
-        "step_complete", "turn_complete",
+        "turn_start",
+        "step_start",
+        "step_progress",
+        "step_progress",
+        "step_progress",
+        "step_complete",
+        "turn_complete",
     ]
     turn_id = events[0]["event"]["payload"]["turn_id"]
     deltas = "".join(e["event"]["payload"]["delta"]["text"] for e in events[2:5])
@@ -75,7 +79,10 @@ def test_history_of_earlier_turns_reaches_the_model(api, model):
         ("user", "second question"),
     ]
     session = api.get(f"/v1/agents/{agent_id}/session/{session_id}").json()
-    assert [t["output_message"]["content"] for t in session["turns"]] == ["first answer", "second answer"]
+    assert [t["output_message"]["content"] for t in session["turns"]] == [
+        "first answer",
+        "second answer",
+    ]
 
 
 def test_sampling_tools_and_response_format_reach_the_provider(api, model):
@@ -104,7 +111,9 @@ def test_sampling_tools_and_response_format_reach_the_provider(api, model):
 
 def test_greedy_and_top_k_and_per_turn_tool_config(api, model):
     agent_id, session_id = new_session(
-        api, client_tools=[WEATHER_TOOL], sampling_params={"strategy": {"type": "top_k", "top_k": 5}}
+        api,
+        client_tools=[WEATHER_TOOL],
+        sampling_params={"strategy": {"type": "top_k", "top_k": 5}},
     )
     body = {"messages": [user("x")], "tool_config": {"tool_choice": "none"}}
     api.post(turn_url(agent_id, session_id), json=body)
@@ -144,7 +153,11 @@ def test_client_tool_pauses_and_resume_continues_the_same_turn(api, model):
     assert api.get(f"{url}/{turn_id}").json() == paused
 
     model.reply(text="It is sunny in Paris.")
-    answer = {"tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": "sunny"}]}
+    answer = {
+        "tool_responses": [
+            {"call_id": call["call_id"], "tool_name": "get_weather", "content": "sunny"}
+        ]
+    }
     done = api.post(f"{url}/{turn_id}/resume", json=answer).json()
     assert done["turn_id"] == turn_id
     assert [s["step_type"] for s in done["steps"]] == ["inference", "tool_execution", "inference"]
@@ -166,13 +179,17 @@ def test_streamed_resume_starts_with_the_tool_execution_step(api, model):
     model.reply(tool_calls=[("get_weather", '{"city": "Oslo"}')])
     events = sse_events(api.post(url, json={"messages": [user("Oslo?")], "stream": True}).text)
     assert event_types(events)[-1] == "turn_awaiting_input"
-    progress = [e["event"]["payload"]["delta"] for e in events if event_types([e]) == ["step_progress"]]
+    progress = [
+        e["event"]["payload"]["delta"] for e in events if event_types([e]) == ["step_progress"]
+    ]
     assert progress[-1]["parse_status"] == "succeeded"
     turn = events[-1]["event"]["payload"]["turn"]
     call = turn["output_message"]["tool_calls"][0]
     model.reply(text="Cold.")
     body = {
-        "tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": "-3C"}],
+        "tool_responses": [
+            {"call_id": call["call_id"], "tool_name": "get_weather", "content": "-3C"}
+        ],
         "stream": True,
     }
     events = sse_events(api.post(f"{url}/{turn['turn_id']}/resume", json=body).text)
@@ -202,8 +219,12 @@ def test_max_infer_iters_bounds_the_loop(api, model):
 
 @pytest.mark.parametrize(
     ("error", "status", "words"),
-    [("status", 502, "500"), ("malformed", 502, "malformed"), ("truncated", 502, "without finishing"),
-     ("hang", 504, "timed out")],
+    [
+        ("status", 502, "500"),
+        ("malformed", 502, "malformed"),
+        ("truncated", 502, "without finishing"),
+        ("hang", 504, "timed out"),
+    ],
 )
 def test_a_failing_model_fails_the_turn_cleanly(api, model, error, status, words):
     agent_id, session_id = new_session(api)
@@ -222,7 +243,9 @@ def test_a_failing_model_fails_the_turn_cleanly(api, model, error, status, words
     ok = api.post(url, json={"messages": [user("again")]})
     assert ok.status_code == 200 and ok.json()["output_message"]["content"] == "recovered"
     # Failed turns are kept for inspection but not replayed to the model.
-    assert [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"] == ["again"]
+    assert [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"] == [
+        "again"
+    ]
 
 
 def test_toolgroups_are_refused_and_change_nothing(api, model, dynamodb):
@@ -236,10 +259,19 @@ def test_toolgroups_are_refused_and_change_nothing(api, model, dynamodb):
 def test_bad_turn_requests_are_400_or_404(api):
     agent_id, session_id = new_session(api)
     url = turn_url(agent_id, session_id)
-    for body in ({}, {"messages": []}, {"messages": [{"role": "system", "content": "x"}]}, {"messages": "x"}):
+    for body in (
+        {},
+        {"messages": []},
+        {"messages": [{"role": "system", "content": "x"}]},
+        {"messages": "x"},
+    ):
         assert api.post(url, json=body).status_code == 400
-    assert api.post(turn_url(agent_id, "missing"), json={"messages": [user("x")]}).status_code == 404
-    assert api.post(turn_url("missing", session_id), json={"messages": [user("x")]}).status_code == 404
+    assert (
+        api.post(turn_url(agent_id, "missing"), json={"messages": [user("x")]}).status_code == 404
+    )
+    assert (
+        api.post(turn_url("missing", session_id), json={"messages": [user("x")]}).status_code == 404
+    )
     resume = {"tool_responses": []}
     assert api.post(f"{url}/missing/resume", json=resume).status_code == 404
 
@@ -252,7 +284,9 @@ def test_a_large_tool_result_is_stored_in_parts(api, model, dynamodb):
     call = paused["output_message"]["tool_calls"][0]
     big = "x" * 900_000
     model.reply(text="That was a lot.")
-    answer = {"tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": big}]}
+    answer = {
+        "tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": big}]
+    }
     done = api.post(f"{url}/{paused['turn_id']}/resume", json=answer)
     assert done.status_code == 200
     stored = api.get(f"{url}/{paused['turn_id']}").json()

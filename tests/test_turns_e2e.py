@@ -56,7 +56,9 @@ def test_streaming_turn(client, model):
     kinds = [c.event.payload.event_type for c in chunks]
     assert kinds[0] == "turn_start" and kinds[-1] == "turn_complete"
     assert kinds.count("step_progress") == 4
-    text = "".join(c.event.payload.delta.text for c in chunks if c.event.payload.event_type == "step_progress")
+    text = "".join(
+        c.event.payload.delta.text for c in chunks if c.event.payload.event_type == "step_progress"
+    )
     assert text == chunks[-1].event.payload.turn.output_message.content == "Streaming works fine"
 
 
@@ -64,13 +66,22 @@ def test_non_streaming_turn_and_history_on_the_next_turn(client, model):
     agent_id, session_id = new_session(client)
     model.reply(text="Paris.")
     turn = client.agents.turn.create(
-        session_id, agent_id=agent_id, messages=[{"role": "user", "content": "Capital of France?"}], stream=False
+        session_id,
+        agent_id=agent_id,
+        messages=[{"role": "user", "content": "Capital of France?"}],
+        stream=False,
     )
     assert turn.output_message.content == "Paris."
-    assert client.agents.turn.retrieve(turn.turn_id, agent_id=agent_id, session_id=session_id).turn_id == turn.turn_id
+    assert (
+        client.agents.turn.retrieve(turn.turn_id, agent_id=agent_id, session_id=session_id).turn_id
+        == turn.turn_id
+    )
     model.reply(text="About 2 million.")
     client.agents.turn.create(
-        session_id, agent_id=agent_id, messages=[{"role": "user", "content": "Population?"}], stream=False
+        session_id,
+        agent_id=agent_id,
+        messages=[{"role": "user", "content": "Population?"}],
+        stream=False,
     )
     contents = [m["content"] for m in model.requests[-1]["messages"]]
     assert contents == ["Be brief.", "Capital of France?", "Paris.", "Population?"]
@@ -83,18 +94,26 @@ def test_client_tool_awaits_input_and_resumes(client, model, stream):
     model.reply(text="Rome is warm.")
     messages = [{"role": "user", "content": "Weather in Rome?"}]
     if stream:
-        chunks = list(client.agents.turn.create(session_id, agent_id=agent_id, messages=messages, stream=True))
+        chunks = list(
+            client.agents.turn.create(session_id, agent_id=agent_id, messages=messages, stream=True)
+        )
         assert chunks[-1].event.payload.event_type == "turn_awaiting_input"
         paused = chunks[-1].event.payload.turn
     else:
-        paused = client.agents.turn.create(session_id, agent_id=agent_id, messages=messages, stream=False)
+        paused = client.agents.turn.create(
+            session_id, agent_id=agent_id, messages=messages, stream=False
+        )
     call = paused.output_message.tool_calls[0]
     assert call.tool_name == "get_weather" and call.arguments == {"city": "Rome"}
     responses = [{"call_id": call.call_id, "tool_name": "get_weather", "content": "25C"}]
     if stream:
         chunks = list(
             client.agents.turn.resume(
-                paused.turn_id, agent_id=agent_id, session_id=session_id, tool_responses=responses, stream=True
+                paused.turn_id,
+                agent_id=agent_id,
+                session_id=session_id,
+                tool_responses=responses,
+                stream=True,
             )
         )
         done = chunks[-1].event.payload.turn
@@ -123,7 +142,9 @@ def test_agent_class_runs_its_client_tool_loop(client, model):
     session_id = agent.create_session("agent-class")
     model.reply(tool_calls=[("get_weather", '{"city": "Lyon"}')])
     model.reply(text="Lyon is cloudy, 18C.")
-    turn = agent.create_turn(messages=[{"role": "user", "content": "Lyon?"}], session_id=session_id, stream=False)
+    turn = agent.create_turn(
+        messages=[{"role": "user", "content": "Lyon?"}], session_id=session_id, stream=False
+    )
     assert calls == ["Lyon"]
     assert turn.output_message.content == "Lyon is cloudy, 18C."
     tool_message = model.requests[-1]["messages"][-1]
@@ -139,7 +160,10 @@ def test_a_second_turn_on_a_busy_session_gets_409(client, model):
 
     def first():
         result["turn"] = client.agents.turn.create(
-            session_id, agent_id=agent_id, messages=[{"role": "user", "content": "one"}], stream=False
+            session_id,
+            agent_id=agent_id,
+            messages=[{"role": "user", "content": "one"}],
+            stream=False,
         )
 
     thread = threading.Thread(target=first)
@@ -149,7 +173,10 @@ def test_a_second_turn_on_a_busy_session_gets_409(client, model):
         time.sleep(0.02)  # wait until the first turn is at the model
     with pytest.raises(ConflictError):
         client.agents.turn.create(
-            session_id, agent_id=agent_id, messages=[{"role": "user", "content": "two"}], stream=False
+            session_id,
+            agent_id=agent_id,
+            messages=[{"role": "user", "content": "two"}],
+            stream=False,
         )
     thread.join()
     assert result["turn"].output_message.content == "slow answer"

@@ -1,13 +1,12 @@
 """Lambda entry point of the agents function: agents, sessions, turn and step reads (buffered)."""
 
-from aws_lambda_powertools.logging import correlation_paths
-from mangum import Mangum
-
 from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.web.agents import router
 from agents_core.web.app import create_app
 from agents_core.web.log import logger
+from aws_lambda_powertools.logging import correlation_paths
+from mangum import Mangum
 
 app = create_app(router, services=build_services(Settings.from_env()))
 _asgi = Mangum(app, lifespan="off")

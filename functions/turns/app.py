@@ -11,4 +11,4 @@ from agents_core.web.turns import turns_router
 
 services = build_services(Settings.from_env())
 app = create_app(turns_router, services=services)
-services.engine  # build the engine (and its imports) during init, not on the first request
+engine = services.engine  # built (imports and all) during init, not on the first request

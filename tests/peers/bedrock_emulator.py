@@ -26,8 +26,11 @@ class BedrockReply:
 def event_message(event_type: str, payload: dict[str, Any]) -> bytes:
     """One message of the AWS event-stream encoding (prelude, headers, payload, CRCs)."""
     headers = b""
-    for name, value in ((":event-type", event_type), (":content-type", "application/json"),
-                        (":message-type", "event")):
+    for name, value in (
+        (":event-type", event_type),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ):
         raw = value.encode()
         headers += bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
     body = json.dumps(payload).encode()
@@ -86,7 +89,13 @@ class BedrockEmulator:
 
     @staticmethod
     def _echo(body: dict[str, Any]) -> BedrockReply:
-        texts = [b["text"] for m in body["messages"] if m["role"] == "user" for b in m["content"] if "text" in b]
+        texts = [
+            b["text"]
+            for m in body["messages"]
+            if m["role"] == "user"
+            for b in m["content"]
+            if "text" in b
+        ]
         return BedrockReply(text=f"echo: {texts[-1] if texts else ''}")
 
     @staticmethod
@@ -97,12 +106,14 @@ class BedrockEmulator:
         content: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []
         for n, (name, args) in enumerate(reply.tool_uses):
             content.append({"toolUse": {"toolUseId": f"tooluse_{n}", "name": name, "input": args}})
-        data = json.dumps({
-            "output": {"message": {"role": "assistant", "content": content}},
-            "stopReason": "tool_use" if reply.tool_uses else "end_turn",
-            "usage": self._usage(),
-            "metrics": {"latencyMs": 1},
-        }).encode()
+        data = json.dumps(
+            {
+                "output": {"message": {"role": "assistant", "content": content}},
+                "stopReason": "tool_use" if reply.tool_uses else "end_turn",
+                "usage": self._usage(),
+                "metrics": {"latencyMs": 1},
+            }
+        ).encode()
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(data)))
@@ -114,18 +125,31 @@ class BedrockEmulator:
         index = 0
         if reply.text:
             for word in reply.text.split(" "):
-                events.append(event_message("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": word + " "}}))
+                events.append(
+                    event_message(
+                        "contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": word + " "}}
+                    )
+                )
             events.append(event_message("contentBlockStop", {"contentBlockIndex": 0}))
             index = 1
         for n, (name, args) in enumerate(reply.tool_uses):
             block = index + n
             start = {"toolUse": {"toolUseId": f"tooluse_{n}", "name": name}}
-            events.append(event_message("contentBlockStart", {"contentBlockIndex": block, "start": start}))
-            events.append(event_message("contentBlockDelta", {"contentBlockIndex": block, "delta": {"toolUse": {"input": json.dumps(args)}}}))
+            events.append(
+                event_message("contentBlockStart", {"contentBlockIndex": block, "start": start})
+            )
+            events.append(
+                event_message(
+                    "contentBlockDelta",
+                    {"contentBlockIndex": block, "delta": {"toolUse": {"input": json.dumps(args)}}},
+                )
+            )
             events.append(event_message("contentBlockStop", {"contentBlockIndex": block}))
         stop = "tool_use" if reply.tool_uses else "end_turn"
         events.append(event_message("messageStop", {"stopReason": stop}))
-        events.append(event_message("metadata", {"usage": self._usage(), "metrics": {"latencyMs": 1}}))
+        events.append(
+            event_message("metadata", {"usage": self._usage(), "metrics": {"latencyMs": 1}})
+        )
         data = b"".join(events)
         handler.send_response(200)
         handler.send_header("Content-Type", "application/vnd.amazon.eventstream")

@@ -119,7 +119,12 @@ class ScriptedOpenAI:
             send(chunk({"content": piece}))
         for index, (name, arguments) in enumerate(reply.tool_calls):
             call_id = f"call_{len(self.requests)}_{index}"
-            first = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+            first = {
+                "index": index,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
             send(chunk({"tool_calls": [first]}))
             for part in _split(arguments, 2):
                 send(chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]}))

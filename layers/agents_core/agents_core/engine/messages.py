@@ -21,8 +21,14 @@ from ..inference.types import ChatMessage, ChatToolCall, ToolSpec
 
 _JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
 #: Python type names, as llama-stack-client's @client_tool writes them.
-_PYTHON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
-                 "list": "array", "dict": "object"}
+_PYTHON_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "list": "array",
+    "dict": "object",
+}
 
 
 def content_text(content: InterleavedContent | URL | None) -> str:
@@ -51,10 +57,14 @@ def input_messages(
                 text = f"{text}\n\n{content_text(message.context)}"
             out.append(ChatMessage("user", text))
         else:
-            out.append(ChatMessage("tool", content_text(message.content), tool_call_id=message.call_id))
+            out.append(
+                ChatMessage("tool", content_text(message.content), tool_call_id=message.call_id)
+            )
     for document in documents or []:
         out.append(
-            ChatMessage("user", f"Document ({document.mime_type}):\n{content_text(document.content)}")
+            ChatMessage(
+                "user", f"Document ({document.mime_type}):\n{content_text(document.content)}"
+            )
         )
     return out
 
@@ -79,7 +89,9 @@ def turn_messages(turn: Turn, documents: list[Document] | None = None) -> list[C
         elif isinstance(step, ToolExecutionStep):
             for response in step.tool_responses:
                 out.append(
-                    ChatMessage("tool", content_text(response.content), tool_call_id=response.call_id)
+                    ChatMessage(
+                        "tool", content_text(response.content), tool_call_id=response.call_id
+                    )
                 )
     return out
 

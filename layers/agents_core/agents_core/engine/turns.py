@@ -5,10 +5,11 @@ step; tool calls to the agent's client tools pause the turn (`turn_awaiting_inpu
 client resumes it with their results, which become a tool-execution step before the loop goes
 on. Calls to tools nobody serves are answered with an error result so the model can recover.
 Every step is stored as it completes; the turn's end (paused, completed, failed) is written
-together with the lock's release. A provider error ends the turn as failed, never half-written.
+together with the lock's release. A provider error ends the turn as failed, never
+half-written.
 
-    run = await engine.start_turn(tenant, agent_id, session_id, request)   # 404/409/400 here
-    async for chunk in run.events(): ...                                     # or: await run.result()
+    run = await engine.start_turn(tenant, agent_id, session_id, request)  # 404/409/400 here
+    async for chunk in run.events(): ...  # or: turn = await run.result()
 """
 
 from __future__ import annotations
@@ -57,7 +58,15 @@ from ..inference.types import (
 from ..inference.types import TextDelta as ModelText
 from ..inference.types import ToolCallDelta as ModelToolCall
 from ..store import AgentStore, Conflict
-from ..store.turns import AWAITING_INPUT, COMPLETED, FAILED, RUNNING, SessionLock, TurnState, TurnStore
+from ..store.turns import (
+    AWAITING_INPUT,
+    COMPLETED,
+    FAILED,
+    RUNNING,
+    SessionLock,
+    TurnState,
+    TurnStore,
+)
 from ..web.log import logger
 from . import messages as convert
 from .errors import InvalidTurnRequest
@@ -100,6 +109,12 @@ class TurnRun:
     max_iterations: int
     stream: bool
     prelude: list[Step] = field(default_factory=list)
+    recorded: asyncio.Task | None = None  # the write of the running turn, if still under way
+
+    async def _written(self) -> None:
+        if self.recorded is not None:
+            task, self.recorded = self.recorded, None
+            await task
 
     async def result(self) -> Turn:
         """Run to the end without streaming: the Turn, or TurnFailed."""
@@ -123,7 +138,9 @@ class TurnRun:
         try:
             for step in self.prelude:
                 yield _chunk(
-                    AgentTurnResponseStepStartPayload(step_type=step.step_type, step_id=step.step_id)
+                    AgentTurnResponseStepStartPayload(
+                        step_type=step.step_type, step_id=step.step_id
+                    )
                 )
                 yield _step_complete(step)
             while True:
@@ -188,7 +205,8 @@ class TurnRun:
                 call["arguments"] += event.arguments
                 if event.arguments:
                     yield _progress(
-                        step_id, ToolCallDelta(tool_call=event.arguments, parse_status="in_progress")
+                        step_id,
+                        ToolCallDelta(tool_call=event.arguments, parse_status="in_progress"),
                     )
             elif isinstance(event, Finish):
                 finish = event
@@ -239,6 +257,7 @@ class TurnRun:
         )
 
     async def _save_step(self, step: Step) -> None:
+        await self._written()
         await asyncio.to_thread(self.engine.turns.save_step, self.lock, step)
         self.turn.steps.append(step)
 
@@ -258,6 +277,7 @@ class TurnRun:
         self.state.status = COMPLETED
         self.state.pending_calls = []
         history = [m.to_dict() for m in convert.turn_messages(self.turn)]
+        await self._written()
         await asyncio.to_thread(
             self.engine.turns.end_turn, self.lock, self.turn, self.state, history, steps
         )
@@ -269,6 +289,7 @@ class TurnRun:
         self.turn.output_message = output.model_copy(update={"tool_calls": pending})
         self.state.status = AWAITING_INPUT
         self.state.pending_calls = pending
+        await self._written()
         await asyncio.to_thread(self.engine.turns.end_turn, self.lock, self.turn, self.state)
         return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
 
@@ -277,6 +298,7 @@ class TurnRun:
         self.state.error = message
         self.turn.completed_at = _now()
         try:
+            await self._written()
             await asyncio.to_thread(self.engine.turns.end_turn, self.lock, self.turn, self.state)
         except Exception:  # the lease expires on its own; the client still learns why
             logger.exception("could not record failed turn", extra={"turn_id": self.turn.turn_id})
@@ -301,22 +323,39 @@ class TurnEngine:
             started_at=_now(),
         )
         state = TurnState(RUNNING)
-        lock = await asyncio.to_thread(
-            self.turns.lock_for_new_turn, tenant, agent_id, session_id, turn.turn_id
+        # Lock, agent and history in one round trip; the history read is checked against the
+        # lock's view of the session's last turn and read again in the rare case it raced one.
+        locked, agent, history = await asyncio.gather(
+            asyncio.to_thread(
+                self.turns.lock_for_new_turn, tenant, agent_id, session_id, turn.turn_id
+            ),
+            asyncio.to_thread(self.agents.get_agent, tenant, agent_id),
+            asyncio.to_thread(self.turns.history, tenant, session_id),
+            return_exceptions=True,
         )
+        if isinstance(locked, BaseException):
+            raise locked
+        lock = locked
         try:
-            agent, history, _ = await _all(
-                asyncio.to_thread(self.agents.get_agent, tenant, agent_id),
-                asyncio.to_thread(self.turns.history, lock),
-                asyncio.to_thread(self.turns.put_turn, lock, turn, state),
-            )
+            for result in (agent, history):
+                if isinstance(result, BaseException):
+                    raise result
+            messages, seen = history
+            if lock.previous_turn and lock.previous_turn != seen:
+                messages, _ = await asyncio.to_thread(self.turns.history, tenant, session_id)
             new = convert.input_messages(body.messages, body.documents)
-            return self._run(
-                lock, turn, state, agent.agent_config, history, new, body, bool(body.stream)
+            run = self._run(
+                lock, turn, state, agent.agent_config, messages, new, body, bool(body.stream)
             )
         except BaseException:
-            await asyncio.to_thread(self.turns.undo_start, lock)
+            await asyncio.to_thread(self.turns.release, lock)
             raise
+        # The running turn is recorded while the model works; the turn waits for it before
+        # writing anything else.
+        run.recorded = asyncio.create_task(
+            asyncio.to_thread(self.turns.put_turn, lock, turn, state)
+        )
+        return run
 
     async def resume_turn(
         self,
@@ -338,9 +377,9 @@ class TurnEngine:
         )
         paused_turn, paused_state = turn.model_copy(deep=True), TurnState(**vars(state))
         try:
-            agent, history = await _all(
+            agent, (history, _) = await _all(
                 asyncio.to_thread(self.agents.get_agent, tenant, agent_id),
-                asyncio.to_thread(self.turns.history, lock),
+                asyncio.to_thread(self.turns.history, tenant, session_id),
             )
             now = _now()
             by_id = {r.call_id: r for r in tool_responses}
@@ -416,11 +455,17 @@ class TurnEngine:
 def _system_prompt(instructions: str, tool_config: ToolConfig, tools: list[Any]) -> str:
     """`append` (the default) sends the instructions as the system message; `replace` lets the
     instructions place the tool definitions with `{{function_definitions}}`."""
-    if tool_config.system_message_behavior == "replace" and "{{function_definitions}}" in instructions:
+    if (
+        tool_config.system_message_behavior == "replace"
+        and "{{function_definitions}}" in instructions
+    ):
         import json
 
         definitions = json.dumps(
-            [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
+            [
+                {"name": t.name, "description": t.description, "parameters": t.parameters}
+                for t in tools
+            ]
         )
         return instructions.replace("{{function_definitions}}", definitions)
     return instructions

@@ -158,7 +158,10 @@ class BedrockProvider:
         if request.tools:
             choice = request.tool_choice
             tool_choice = (
-                {"auto": {}} if choice in ("auto", "none") else {"any": {}} if choice == "required"
+                {"auto": {}}
+                if choice in ("auto", "none")
+                else {"any": {}}
+                if choice == "required"
                 else {"tool": {"name": choice}}
             )
             params["toolConfig"] = {

@@ -1,4 +1,4 @@
-"""OpenAI-compatible chat completions (vLLM, Ollama, Llama Stack, OpenAI, ...) via the openai SDK."""
+"""OpenAI-compatible chat completions (vLLM, Ollama, Llama Stack, OpenAI...) via the openai SDK."""
 
 from __future__ import annotations
 
@@ -20,7 +20,12 @@ from .types import (
     Usage,
 )
 
-_FINISH = {"stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "length"}
+_FINISH = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+}
 
 
 class OpenAICompatProvider:
@@ -71,7 +76,9 @@ class OpenAICompatProvider:
         except openai.APITimeoutError as err:
             raise ProviderTimeout(f"model {request.model} timed out") from err
         except openai.APIStatusError as err:
-            raise ProviderError(f"model {request.model} answered {err.status_code}: {err.message}") from err
+            raise ProviderError(
+                f"model {request.model} answered {err.status_code}: {err.message}"
+            ) from err
         except (openai.APIError, json.JSONDecodeError, ValueError) as err:
             raise ProviderError(f"model {request.model} sent a malformed reply: {err}") from err
         if finish is None:
@@ -126,7 +133,9 @@ class OpenAICompatProvider:
             params["temperature"] = request.temperature
         fmt = request.response_format
         if isinstance(fmt, GrammarResponseFormat):
-            raise UnsupportedRequest("grammar response_format is not supported by OpenAI-compatible models")
+            raise UnsupportedRequest(
+                "grammar response_format is not supported by OpenAI-compatible models"
+            )
         if fmt is not None:
             if fmt.json_schema:
                 params["response_format"] = {

@@ -29,7 +29,9 @@ class ChatMessage:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        return {k: v for k, v in data.items() if v not in (None, [], "") or k in ("role", "content")}
+        return {
+            k: v for k, v in data.items() if v not in (None, [], "") or k in ("role", "content")
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChatMessage:

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
-
 class AgentStore:
     def __init__(
         self,
@@ -206,7 +205,9 @@ class AgentStore:
                 "ProjectionExpression": "SK",
             }
         )
-        self._t.delete_all([key(pk, i["SK"]["S"]) for i in children if i["SK"]["S"] != keys.SESSION])
+        self._t.delete_all(
+            [key(pk, i["SK"]["S"]) for i in children if i["SK"]["S"] != keys.SESSION]
+        )
         self._t.delete_all(
             [
                 key(pk, keys.SESSION),

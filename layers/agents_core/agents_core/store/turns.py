@@ -77,6 +77,7 @@ class SessionLock:
     session_id: str
     turn_id: str
     expires_at: dict[str, Any] | None
+    previous_turn: str | None = None  # the session's last finished turn when the lock was taken
 
     @property
     def pk(self) -> str:
@@ -126,7 +127,8 @@ class TurnStore:
         old = resp.get("Attributes", {})
         if "active_turn" in old:  # took over from a turn whose Lambda died
             self._mark_abandoned(tenant, session_id, old["active_turn"]["S"])
-        return SessionLock(tenant, session_id, turn_id, old.get("expires_at"))
+        previous = old.get("last_turn", {}).get("S")
+        return SessionLock(tenant, session_id, turn_id, old.get("expires_at"), previous)
 
     def lock_for_resume(
         self, tenant: str, agent_id: str, session_id: str, turn_id: str
@@ -180,30 +182,18 @@ class TurnStore:
         session = self._t.get(pk, keys.SESSION) or {}
         return SessionLock(tenant, session_id, turn_id, session.get("expires_at"))
 
-    def undo_start(self, lock: SessionLock) -> None:
-        """A new turn could not start: remove its record and free the session, as if never begun."""
+    def release(self, lock: SessionLock) -> None:
+        """Free the session of a turn that could not start (nothing of it was written)."""
         try:
-            self._t.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Delete": {
-                            "TableName": self._t.name,
-                            "Key": key(lock.pk, keys.turn_sk(lock.turn_id)),
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self._t.name,
-                            "Key": key(lock.pk, keys.SESSION),
-                            "UpdateExpression": "REMOVE active_turn, active_state, lease_until",
-                            "ConditionExpression": "active_turn = :t",
-                            "ExpressionAttributeValues": {":t": {"S": lock.turn_id}},
-                        }
-                    },
-                ]
+            self._t.client.update_item(
+                TableName=self._t.name,
+                Key=key(lock.pk, keys.SESSION),
+                UpdateExpression="REMOVE active_turn, active_state, lease_until",
+                ConditionExpression="active_turn = :t",
+                ExpressionAttributeValues={":t": {"S": lock.turn_id}},
             )
         except ClientError as err:
-            if err.response["Error"]["Code"] != "TransactionCanceledException":
+            if not condition_failed(err):
                 raise
 
     def _refuse(self, session: dict[str, Any] | None, agent_id: str, session_id: str) -> None:
@@ -270,7 +260,9 @@ class TurnStore:
             }
         else:
             session_update = {
-                "UpdateExpression": "REMOVE active_turn, active_state, lease_until",
+                "UpdateExpression": (
+                    "SET last_turn = :t REMOVE active_turn, active_state, lease_until"
+                ),
                 "ExpressionAttributeValues": {":t": {"S": lock.turn_id}},
             }
         try:
@@ -308,13 +300,15 @@ class TurnStore:
 
     # --- reads -------------------------------------------------------------------------------
 
-    def history(self, lock: SessionLock) -> list[dict[str, Any]]:
-        """The messages of the session's completed turns, oldest first.
+    def history(self, tenant: str, session_id: str) -> tuple[list[dict[str, Any]], str | None]:
+        """The messages of the session's completed turns, oldest first, and the id of the last
+        finished turn they reflect (to check against `SessionLock.previous_turn`).
 
-        One query over turn items only. A warm container remembers what it read of a session,
-        and then asks only for turns after those: a finished turn never changes, and while the
-        lock is held every turn but the current one is finished."""
-        cached = self._history_cache.get(lock.pk)
+        One query over turn items only, stopping at the first unfinished turn. A warm container
+        remembers what it read of a session and then asks only for later turns: a finished turn
+        never changes."""
+        pk = keys.session_pk(tenant, session_id)
+        cached = self._history_cache.get(pk)
         if cached is not None:
             after, messages = cached[0], list(cached[1])
             condition = "PK = :pk AND SK > :t"
@@ -325,7 +319,7 @@ class TurnStore:
         items = self._t.query_all(
             {
                 "KeyConditionExpression": condition,
-                "ExpressionAttributeValues": {":pk": {"S": lock.pk}, ":t": {"S": start}},
+                "ExpressionAttributeValues": {":pk": {"S": pk}, ":t": {"S": start}},
                 "ProjectionExpression": "SK, turn_status, history, parts, chunk",
                 "ConsistentRead": True,
             }
@@ -337,12 +331,13 @@ class TurnStore:
             if status == COMPLETED and "history" in attrs:
                 messages.extend(json.loads(attrs["history"]))
             after = head["SK"]["S"]
-        if after is not None:
-            self._history_cache[lock.pk] = (after, messages)
-            self._history_cache.move_to_end(lock.pk)
-            while len(self._history_cache) > HISTORY_CACHE_SESSIONS:
-                self._history_cache.popitem(last=False)
-        return list(messages)
+        if after is None:
+            return messages, None
+        self._history_cache[pk] = (after, messages)
+        self._history_cache.move_to_end(pk)
+        while len(self._history_cache) > HISTORY_CACHE_SESSIONS:
+            self._history_cache.popitem(last=False)
+        return list(messages), after.removeprefix("TURN#")
 
     def get_turn_state(
         self, tenant: str, agent_id: str, session_id: str, turn_id: str

@@ -18,8 +18,8 @@ from ..api.agents import (
     Turn,
 )
 from ..api.common import PaginatedResponse
-from .common import AgentId, SessionId, StepId, TurnId, json_response
 from ..services import Services
+from .common import AgentId, SessionId, StepId, TurnId, json_response
 from .context import get_services, tenant
 
 MAX_PAGE = 1000
@@ -99,9 +99,7 @@ def get_session(
 
 
 @router.delete("/{agent_id}/session/{session_id}", status_code=204)
-def delete_session(
-    agent_id: AgentId, session_id: SessionId, tenant: Tenant, svc: Svc
-) -> Response:
+def delete_session(agent_id: AgentId, session_id: SessionId, tenant: Tenant, svc: Svc) -> Response:
     svc.agents.delete_session(tenant, agent_id, session_id)
     return Response(status_code=204)
 
