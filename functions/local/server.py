@@ -42,6 +42,7 @@ def build_local_app():
     from agents_core.store.table import create_table_if_missing
     from agents_core.web.agents import router as agents_router
     from agents_core.web.app import create_app
+    from agents_core.web.responses import router as responses_router
     from agents_core.web.turns import resume_router, turns_router
 
     os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
@@ -55,10 +56,12 @@ def build_local_app():
     client = aws.client("dynamodb")
     create_table_if_missing(client, settings.table_name)
     services = build_services(settings, client)
-    app = create_app(agents_router, turns_router, resume_router, services=services)
+    app = create_app(
+        agents_router, turns_router, resume_router, responses_router, services=services
+    )
     description = (
         f"AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
-        f" | {services.engine.models.describe()}"
+        f" | {services.models.describe()}"
     )
     return app, services, description
 

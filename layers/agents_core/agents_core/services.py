@@ -7,6 +7,7 @@ from typing import Any
 
 from .settings import Settings
 from .store import AgentStore
+from .store.responses import ResponseStore
 from .store.turns import TurnStore
 
 
@@ -14,25 +15,44 @@ from .store.turns import TurnStore
 class Services:
     agents: AgentStore
     turns: TurnStore
+    responses: ResponseStore
     settings: Settings
+    _models: Any = None
     _engine: Any = None
+    _responses_engine: Any = None
 
     @property
-    def engine(self):
-        """The turn engine, created on first use so CRUD-only functions never import it."""
-        if self._engine is None:
-            from .engine.turns import TurnEngine
+    def models(self):
+        """Model id to provider routing, created on first use (CRUD functions never need it)."""
+        if self._models is None:
             from .inference.router import InferenceSettings, ModelRouter
 
-            router = ModelRouter(
+            self._models = ModelRouter(
                 InferenceSettings(
                     openai_base_url=self.settings.openai_base_url,
                     openai_api_key=self.settings.openai_api_key,
                     timeout_seconds=self.settings.inference_timeout_seconds,
                 )
             )
-            self._engine = TurnEngine(self.agents, self.turns, router)
+        return self._models
+
+    @property
+    def engine(self):
+        """The turn engine, created on first use."""
+        if self._engine is None:
+            from .engine.turns import TurnEngine
+
+            self._engine = TurnEngine(self.agents, self.turns, self.models)
         return self._engine
+
+    @property
+    def responses_engine(self):
+        """The Responses API engine, created on first use."""
+        if self._responses_engine is None:
+            from .engine.responses import ResponsesEngine
+
+            self._responses_engine = ResponsesEngine(self.responses, self.models)
+        return self._responses_engine
 
 
 def build_services(settings: Settings, dynamodb: Any = None) -> Services:
@@ -47,5 +67,6 @@ def build_services(settings: Settings, dynamodb: Any = None) -> Services:
             ephemeral_session_ttl_seconds=settings.ephemeral_session_ttl_seconds,
         ),
         turns=TurnStore(dynamodb, settings.table_name, lease_seconds=settings.turn_lease_seconds),
+        responses=ResponseStore(dynamodb, settings.table_name),
         settings=settings,
     )

@@ -270,6 +270,9 @@ class OpenAIResponseObject(ApiModel):
     top_p: float | None = None
     truncation: str | None = None
     user: str | None = None
+    # Beyond the contract, as OpenAI's API returns them:
+    instructions: str | None = None
+    incomplete_details: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
 
 

@@ -54,6 +54,7 @@ from ..inference.types import (
     Provider,
     ProviderError,
     UnsupportedRequest,
+    model_events,
 )
 from ..inference.types import TextDelta as ModelText
 from ..inference.types import ToolCallDelta as ModelToolCall
@@ -190,11 +191,7 @@ class TurnRun:
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish = Finish("stop")
-        if self.stream:
-            events = self.provider.stream(self.request)
-        else:
-            events = _aiter(await self.provider.complete(self.request))
-        async for event in events:
+        async for event in model_events(self.provider, self.request, self.stream):
             if isinstance(event, ModelText):
                 text.append(event.text)
                 yield _progress(step_id, TextDelta(text=event.text))
@@ -501,8 +498,3 @@ async def _all(*calls: Any) -> list[Any]:
         if isinstance(result, BaseException):
             raise result
     return results
-
-
-async def _aiter(items: list[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item

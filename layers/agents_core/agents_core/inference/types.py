@@ -120,3 +120,16 @@ class Provider(Protocol):
     async def complete(self, request: ChatRequest) -> list[ChatEvent]:
         """The same events, for a caller that does not stream (providers may use a cheaper call)."""
         ...
+
+
+async def model_events(
+    provider: Provider, request: ChatRequest, stream: bool
+) -> AsyncIterator[ChatEvent]:
+    """The model's events: streamed, or from one non-streaming call (a client that does not
+    stream gains nothing from a streamed model call, and Bedrock's Converse is cheaper)."""
+    if stream:
+        async for event in provider.stream(request):
+            yield event
+    else:
+        for event in await provider.complete(request):
+            yield event

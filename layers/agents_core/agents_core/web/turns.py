@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from ..api.agents import CreateAgentTurnRequest, ResumeAgentTurnRequest, Turn
 from ..engine.turns import TurnFailed, TurnRun
 from ..services import Services
 from .common import AgentId, SessionId, TurnId, json_response
 from .context import get_services, tenant
+from .sse import sse_response
 
 Tenant = Annotated[str, Depends(tenant)]
 Svc = Annotated[Services, Depends(get_services)]
 
 turns_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
 resume_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
-
-_running: set[asyncio.Task] = set()
 
 
 @turns_router.post(
@@ -56,11 +53,7 @@ async def resume_turn(
 
 async def _answer(run: TurnRun) -> Response:
     if run.stream:
-        return StreamingResponse(
-            _sse(run),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return sse_response(run.events(), _frame)
     try:
         return json_response(await run.result())
     except TurnFailed as failed:
@@ -69,24 +62,7 @@ async def _answer(run: TurnRun) -> Response:
         )
 
 
-async def _sse(run: TurnRun) -> AsyncIterator[bytes]:
-    """`data: <chunk>` per event. The turn runs in its own task: a client that goes away does
-    not stop it, and can fetch the turn by the id `turn_start` gave it."""
-    queue: asyncio.Queue = asyncio.Queue()
-
-    async def pump() -> None:
-        try:
-            async for item in run.events():
-                await queue.put(item)
-        finally:
-            await queue.put(None)
-
-    task = asyncio.create_task(pump())
-    _running.add(task)
-    task.add_done_callback(_running.discard)
-    while (item := await queue.get()) is not None:
-        if isinstance(item, TurnFailed):
-            data = json.dumps(item.as_event())
-        else:
-            data = item.model_dump_json()
-        yield f"data: {data}\n\n".encode()
+def _frame(item: Any) -> str:
+    """`data: <AgentTurnResponseStreamChunk>`, or Llama Stack's `data: {"error": ...}` at the end."""
+    data = json.dumps(item.as_event()) if isinstance(item, TurnFailed) else item.model_dump_json()
+    return f"data: {data}\n\n"

@@ -1,0 +1,14 @@
+"""Entry point of the responses function (OpenAI Responses API), streamed.
+
+The Lambda Web Adapter layer runs `run.sh`, which serves this ASGI app with uvicorn; the
+adapter turns each API Gateway request into an HTTP request and streams the response back.
+"""
+
+from agents_core.services import build_services
+from agents_core.settings import Settings
+from agents_core.web.app import create_app
+from agents_core.web.responses import router
+
+services = build_services(Settings.from_env())
+app = create_app(router, services=services)
+engine = services.responses_engine  # built (imports and all) during init, not on first request
