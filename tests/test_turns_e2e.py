@@ -155,7 +155,7 @@ def test_agent_class_runs_its_client_tool_loop(client, model):
 
 def test_a_second_turn_on_a_busy_session_gets_409(client, model):
     agent_id, session_id = new_session(client)
-    model.reply(text="slow answer", delay=3)
+    model.reply(text="slow answer", delay=2)  # under INFERENCE_TIMEOUT_SECONDS
     result = {}
 
     def first():
