@@ -1,0 +1,74 @@
+"""The responses function's app fed the API Gateway events in events/responses (through Mangum,
+standing in for the Lambda Web Adapter), plus tenancy and storage limits."""
+
+from __future__ import annotations
+
+import json
+
+from mangum import Mangum
+
+from agents_core.store.items import item_size
+
+from .conftest import TABLE
+from .lambda_support import LambdaContext, load_event, load_function
+from .turn_support import sse_events
+
+EVENT_RESPONSE = "resp_01937a2e5f0070008000000000000f1"
+
+
+def call(app, event, principal: str | None = None):
+    if principal:
+        event["requestContext"]["authorizer"] = {"principalId": principal}
+    resp = Mangum(app, lifespan="off")(event, LambdaContext())
+    return resp["statusCode"], resp["body"]
+
+
+def test_every_responses_event_and_tenant_isolation(dynamodb):
+    app = load_function("responses").app
+    status, body = call(app, load_event("responses/create_response.json"), "alice")
+    created = json.loads(body)
+    assert status == 200 and created["output"][0]["content"][0]["text"] == "You said: Hello!"
+    ids = {EVENT_RESPONSE: created["id"]}
+
+    status, body = call(app, load_event("responses/create_response_stream.json"), "alice")
+    events = sse_events(body)
+    assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
+    assert "event: response.created" in body
+
+    status, body = call(app, load_event("responses/list_responses.json"), "alice")
+    assert [r["id"] for r in json.loads(body)["data"]][1] == created["id"]
+    status, body = call(app, load_event("responses/get_response.json", ids), "alice")
+    assert status == 200 and json.loads(body)["instructions"] == "Be brief."
+    status, body = call(app, load_event("responses/list_input_items.json", ids), "alice")
+    assert json.loads(body)["data"][0]["content"][0]["text"] == "Hello!"
+
+    # Another tenant sees none of it and cannot delete it.
+    for name in ("get_response.json", "list_input_items.json", "delete_response.json"):
+        status, _ = call(app, load_event(f"responses/{name}", ids), "mallory")
+        assert status == 404, name
+    status, body = call(app, load_event("responses/list_responses.json"), "mallory")
+    assert json.loads(body)["data"] == []
+
+    status, body = call(app, load_event("responses/delete_response.json", ids), "alice")
+    assert json.loads(body)["deleted"] is True
+    status, _ = call(app, load_event("responses/get_response.json", ids), "alice")
+    assert status == 404
+
+
+def test_a_large_input_is_stored_under_the_item_limit(dynamodb):
+    app = load_function("responses").app
+    event = load_event("responses/create_response.json")
+    big = "y" * 700_000
+    event["body"] = json.dumps({"model": "offline", "input": [{"role": "user", "content": big}, {"role": "user", "content": "short"}]})
+    status, body = call(app, event)
+    response_id = json.loads(body)["id"]
+    assert status == 200
+    pages = dynamodb.get_paginator("scan").paginate(TableName=TABLE)
+    items = [item for page in pages for item in page["Items"]]
+    assert max(item_size(i) for i in items) < 400 * 1024
+    event = load_event("responses/list_input_items.json", {EVENT_RESPONSE: response_id})
+    status, body = call(app, event)
+    assert [i["content"] for i in json.loads(body)["data"]] == [big, "short"]
+    status, body = call(app, load_event("responses/list_responses.json"))
+    listed = json.loads(body)["data"]
+    assert listed[0]["id"] == response_id and listed[0]["input"][0]["content"] == big
