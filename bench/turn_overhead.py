@@ -1,5 +1,5 @@
-"""Turn overhead: the latency a streaming turn adds over the model's own time, and the DynamoDB
-requests a turn makes.
+"""Turn overhead: the latency a streaming turn (and a streaming Responses API response) adds over
+the model's own time, and the DynamoDB requests a turn makes.
 
 The local server (the same app `make run` serves) runs in this process with uvicorn, over a
 moto server in a process of its own; the model is a local OpenAI-compatible server that answers at once. The model's own time
@@ -186,6 +186,24 @@ def run(args: argparse.Namespace) -> None:
         kinds_n, trips_n, took_n = dynamo_profile(started, ended)
         history = model.requests[-1]["messages"]
         model_late_ms = statistics.median(model_time(history) for _ in range(10)) * 1000
+
+        def response(text: str) -> float:
+            """Seconds of one streamed response, from the request to `response.completed`."""
+            body = {"model": "bench", "input": text, "stream": True}
+            started = time.perf_counter()
+            url = f"http://127.0.0.1:{port}/v1/openai/v1/responses"
+            with http.stream("POST", url, json=body) as resp:
+                for line in resp.iter_lines():
+                    if line == "event: response.completed":
+                        break
+                else:
+                    raise RuntimeError("response did not complete")
+            return time.perf_counter() - started
+
+        responses = statistics.median(response(f"question {n}") for n in range(args.sessions))
+        started = time.perf_counter()
+        response("profiled")
+        response_kinds = Counter(c[0] for c in dynamo.between(started, time.perf_counter()))
         server.should_exit = True
 
     turn1 = statistics.median(first) * 1000 - model_ms
@@ -206,6 +224,13 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"  added at turn {args.turns} (last 10 turns)       {turn_n:7.1f} ms   {turn_n / turn1:4.2f}x turn 1, goal <= {GOAL_RATIO}x: {ok(turn_n <= GOAL_RATIO * turn1)}"
     )
+    added_response = responses * 1000 - model_ms
+    print(
+        f"  added by a streaming response           {added_response:7.1f} ms   goal <= {GOAL_ADDED_MS} ms:"
+        f" {ok(added_response <= GOAL_ADDED_MS)}"
+    )
+    detail = ", ".join(f"{k} {v}" for k, v in sorted(response_kinds.items()))
+    print(f"  DynamoDB requests, response  {sum(response_kinds.values()):3d} ({detail})")
     runs = (("turn 1", kinds_1, trips_1, took_1), (f"turn {args.turns}", kinds_n, trips_n, took_n))
     for label, kinds, trips, took in runs:
         detail = ", ".join(f"{k} {v} ({took[k]:.1f} ms)" for k, v in sorted(kinds.items()))

@@ -77,7 +77,21 @@ def test_every_crud_route_in_the_template_has_an_event():
         path, method = event.split()
         assert f"Path: {path}\n            Method: {method}" in template
     assert len(events) == 10
-    for name, route in (("turns/create_turn.json", "turn"), ("resume/resume_turn.json", "resume")):
+    for name in (
+        "responses/get_response.json",
+        "responses/list_input_items.json",
+        "responses/delete_response.json",
+        "responses/list_responses.json",
+    ):
+        event = json.loads((ROOT / "events" / name).read_text())
+        method = event["httpMethod"].lower()
+        assert f"Path: {event['resource']}\n            Method: {method}" in template, name
+    streamed_routes = (
+        ("turns/create_turn.json", "turn"),
+        ("resume/resume_turn.json", "resume"),
+        ("responses/create_response.json", "responses"),
+    )
+    for name, route in streamed_routes:
         event = json.loads((ROOT / "events" / name).read_text())
         streamed = f"Path: {event['resource']}\n            Method: post\n            ResponseTransferMode: STREAM"
         assert streamed in template, route

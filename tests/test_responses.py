@@ -15,7 +15,11 @@ WEATHER = {
     "type": "function",
     "name": "get_weather",
     "description": "Weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
 }
 
 
@@ -27,7 +31,10 @@ def model():
 
 @pytest.fixture(scope="module")
 def base(model):
-    with running_server({"OPENAI_BASE_URL": model.url, "INFERENCE_TIMEOUT_SECONDS": "3"}) as (url, _):
+    with running_server({"OPENAI_BASE_URL": model.url, "INFERENCE_TIMEOUT_SECONDS": "3"}) as (
+        url,
+        _,
+    ):
         yield url
 
 
@@ -39,12 +46,17 @@ def client(base, model):
 
 def test_create_and_retrieve(client, model):
     model.reply(text="Hello from the model", chunks=3)
-    response = client.responses.create(model="llama3.2:3b", input="Say hello", instructions="Be nice.", temperature=0.3)
+    response = client.responses.create(
+        model="llama3.2:3b", input="Say hello", instructions="Be nice.", temperature=0.3
+    )
     assert response.status == "completed" and response.output_text == "Hello from the model"
     assert response.usage.input_tokens == 11 and response.usage.output_tokens == 7
     assert response.id.startswith("resp_")
     sent = model.requests[-1]
-    assert sent["messages"] == [{"role": "system", "content": "Be nice."}, {"role": "user", "content": "Say hello"}]
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be nice."},
+        {"role": "user", "content": "Say hello"},
+    ]
     assert sent["temperature"] == 0.3
     again = client.responses.retrieve(response.id)
     assert again.output_text == response.output_text and again.output[0].id == response.output[0].id
@@ -55,10 +67,17 @@ def test_raw_stream_events_in_order(client, model):
     events = list(client.responses.create(model="m", input="count", stream=True))
     types = [e.type for e in events]
     assert types == [
-        "response.created", "response.in_progress", "response.output_item.added",
-        "response.content_part.added", "response.output_text.delta", "response.output_text.delta",
-        "response.output_text.delta", "response.output_text.done", "response.content_part.done",
-        "response.output_item.done", "response.completed",
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
     ]
     assert [e.sequence_number for e in events] == list(range(len(events)))
     deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
@@ -77,7 +96,9 @@ def test_stream_helper_returns_the_final_response(client, model):
 def test_function_tool_round_trip_with_the_stream_helper(client, model):
     model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
     with client.responses.stream(model="m", input="Weather in Paris?", tools=[WEATHER]) as stream:
-        argument_deltas = [e.delta for e in stream if e.type == "response.function_call_arguments.delta"]
+        argument_deltas = [
+            e.delta for e in stream if e.type == "response.function_call_arguments.delta"
+        ]
         first = stream.get_final_response()
     call = first.output[0]
     assert call.type == "function_call" and call.name == "get_weather"
@@ -102,10 +123,16 @@ def test_chaining_three_deep_carries_the_whole_conversation(client, model):
     model.reply(text="A2")
     r2 = client.responses.create(model="m", input="Q2", previous_response_id=r1.id)
     model.reply(text="A3")
-    r3 = client.responses.create(model="m", input=[{"role": "user", "content": "Q3"}], previous_response_id=r2.id)
+    r3 = client.responses.create(
+        model="m", input=[{"role": "user", "content": "Q3"}], previous_response_id=r2.id
+    )
     assert r3.output_text == "A3"
     assert [(m["role"], m["content"]) for m in model.requests[-1]["messages"]] == [
-        ("user", "Q1"), ("assistant", "A1"), ("user", "Q2"), ("assistant", "A2"), ("user", "Q3"),
+        ("user", "Q1"),
+        ("assistant", "A1"),
+        ("user", "Q2"),
+        ("assistant", "A2"),
+        ("user", "Q3"),
     ]
 
 
@@ -132,10 +159,15 @@ def test_list_pages_in_both_orders_with_a_model_filter(client, base):
     for order, expected in (("desc", made[::-1]), ("asc", made)):
         seen, after = [], None
         while True:
-            page = _list(base, model=model_a, limit=2, order=order, **({"after": after} if after else {}))
+            page = _list(
+                base, model=model_a, limit=2, order=order, **({"after": after} if after else {})
+            )
             assert len(page["data"]) <= 2 and page["object"] == "list"
             if page["data"]:
-                assert page["first_id"] == page["data"][0]["id"] and page["last_id"] == page["data"][-1]["id"]
+                assert (
+                    page["first_id"] == page["data"][0]["id"]
+                    and page["last_id"] == page["data"][-1]["id"]
+                )
             seen += [r["id"] for r in page["data"]]
             assert all(r["model"] == model_a for r in page["data"])
             if not page["has_more"]:
@@ -180,7 +212,11 @@ def test_delete_then_404(client, base):
         {"model": "m", "input": [{"type": "telepathy", "content": "x"}]},
         {"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}},
         {"model": "m", "input": "x", "text": {"format": {"type": "json_schema", "name": "n"}}},
-        {"model": "m", "input": "x", "tools": [{"type": "mcp", "server_label": "s", "server_url": "http://x"}]},
+        {
+            "model": "m",
+            "input": "x",
+            "tools": [{"type": "mcp", "server_label": "s", "server_url": "http://x"}],
+        },
         {"model": "m"},
         {"input": "x"},
         {"model": "m", "input": "x", "temperature": 5},
@@ -204,7 +240,9 @@ def test_text_format_reaches_the_model(client, model):
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
     model.reply(text='{"answer": "yes"}')
     response = client.responses.create(
-        model="m", input="json please", text={"format": {"type": "json_schema", "name": "reply", "schema": schema}}
+        model="m",
+        input="json please",
+        text={"format": {"type": "json_schema", "name": "reply", "schema": schema}},
     )
     assert json.loads(response.output_text) == {"answer": "yes"}
     assert model.requests[-1]["response_format"]["json_schema"]["schema"] == schema
@@ -220,7 +258,9 @@ def test_a_failing_model_fails_the_response(client, base, model):
     assert failed.status == "failed" and failed.error.code == "model_error"
     assert client.responses.retrieve(failed.id).status == "failed"
     model.reply(error="hang")
-    resp = httpx.post(f"{base}/v1/openai/v1/responses", json={"model": "m", "input": "y"}, timeout=30)
+    resp = httpx.post(
+        f"{base}/v1/openai/v1/responses", json={"model": "m", "input": "y"}, timeout=30
+    )
     assert resp.status_code == 504 and resp.json()["response_id"].startswith("resp_")
 
 

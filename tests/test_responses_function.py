@@ -59,7 +59,12 @@ def test_a_large_input_is_stored_under_the_item_limit(dynamodb):
     app = load_function("responses").app
     event = load_event("responses/create_response.json")
     big = "y" * 700_000
-    event["body"] = json.dumps({"model": "offline", "input": [{"role": "user", "content": big}, {"role": "user", "content": "short"}]})
+    event["body"] = json.dumps(
+        {
+            "model": "offline",
+            "input": [{"role": "user", "content": big}, {"role": "user", "content": "short"}],
+        }
+    )
     status, body = call(app, event)
     response_id = json.loads(body)["id"]
     assert status == 200

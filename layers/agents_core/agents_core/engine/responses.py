@@ -104,7 +104,9 @@ class ResponseRun:
         if isinstance(final, ResponseFailed):
             error = final.response.error
             status = 504 if error is not None and error.code == "model_timeout" else 502
-            raise ResponseFailedError(status, error.message if error else "failed", final.response.id)
+            raise ResponseFailedError(
+                status, error.message if error else "failed", final.response.id
+            )
         return final.response  # completed or incomplete
 
     async def events(self) -> AsyncIterator[StreamEvent]:
@@ -181,7 +183,9 @@ class ResponseRun:
                     yield done
         except ProviderError as err:
             code = "model_timeout" if err.status == 504 else "model_error"
-            yield await self._finish("failed", error=OpenAIResponseError(code=code, message=str(err)))
+            yield await self._finish(
+                "failed", error=OpenAIResponseError(code=code, message=str(err))
+            )
             return
         except Exception as err:
             logger.exception("response failed", extra={"response_id": self.response.id})
@@ -209,7 +213,9 @@ class ResponseRun:
         item.content = [part]
         item.status = "completed"
         return [
-            self._event(OutputTextDone, item_id=item.id, output_index=index, content_index=0, text=text),
+            self._event(
+                OutputTextDone, item_id=item.id, output_index=index, content_index=0, text=text
+            ),
             self._event(
                 ContentPartDone, item_id=item.id, output_index=index, content_index=0, part=part
             ),
@@ -221,7 +227,10 @@ class ResponseRun:
         call.status = "completed"
         return [
             self._event(
-                FunctionCallArgumentsDone, item_id=call.id, output_index=index, arguments=call.arguments
+                FunctionCallArgumentsDone,
+                item_id=call.id,
+                output_index=index,
+                arguments=call.arguments,
             ),
             self._event(OutputItemDone, item=call, output_index=index),
         ]
