@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
-from mangum import Mangum
-
 from agents_core.store.items import item_size
+from mangum import Mangum
 
 from .conftest import TABLE
 from .lambda_support import LambdaContext, load_event, load_function

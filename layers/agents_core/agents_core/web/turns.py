@@ -63,6 +63,6 @@ async def _answer(run: TurnRun) -> Response:
 
 
 def _frame(item: Any) -> str:
-    """`data: <AgentTurnResponseStreamChunk>`, or Llama Stack's `data: {"error": ...}` at the end."""
+    """`data: <chunk>`, or at the end Llama Stack's `data: {"error": ...}`."""
     data = json.dumps(item.as_event()) if isinstance(item, TurnFailed) else item.model_dump_json()
     return f"data: {data}\n\n"
