@@ -1,12 +1,14 @@
 """Local entry point (`make run`): every function's routers in one ASGI app on 127.0.0.1:$PORT.
 
 AWS is whatever AWS_ENDPOINT_URL names (boto3 reads it natively); without it an embedded moto
-server stands in. The table is created there if missing. The routers, store and handlers are the
-same code the Lambda functions run.
+server stands in. The table, the resume queue (with its DLQ) and the event bus are created there
+if missing, and the resume queue is polled in-process by the worker the resume function runs.
+The routers, stores, engine and worker are the same code the Lambda functions run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 
@@ -36,7 +38,11 @@ def _start_embedded_moto() -> str:
 
 def build_local_app():
     """(app, services, description): every router over the configured (or embedded) AWS."""
+    from contextlib import asynccontextmanager
+
     from agents_core import aws
+    from agents_core.lifecycle import ensure_event_bus
+    from agents_core.resume_queue import ResumeQueueWorker, ensure_resume_queue, poll_forever
     from agents_core.services import build_services
     from agents_core.settings import Settings
     from agents_core.store.table import create_table_if_missing
@@ -55,12 +61,28 @@ def build_local_app():
     settings = Settings.from_env()
     client = aws.client("dynamodb")
     create_table_if_missing(client, settings.table_name)
+    sqs = aws.client("sqs", read_timeout=10)
+    queue_url = ensure_resume_queue(sqs, settings.resume_queue_name)
+    ensure_event_bus(aws.client("events"), settings.event_bus_name)
     services = build_services(settings, client)
+
+    @asynccontextmanager
+    async def poll_resume_queue(_app):
+        poller = asyncio.create_task(poll_forever(sqs, queue_url, ResumeQueueWorker(services)))
+        yield
+        poller.cancel()
+
     app = create_app(
-        agents_router, turns_router, resume_router, responses_router, services=services
+        agents_router,
+        turns_router,
+        resume_router,
+        responses_router,
+        services=services,
+        lifespan=poll_resume_queue,
     )
     description = (
         f"AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
+        f" | queue {settings.resume_queue_name} (polled here) | bus {settings.event_bus_name}"
         f" | {services.models.describe()}"
     )
     return app, services, description

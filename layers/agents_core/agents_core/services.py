@@ -17,6 +17,7 @@ class Services:
     turns: TurnStore
     responses: ResponseStore
     settings: Settings
+    events_client: Any = None  # EventBridge; created with the engine unless given
     _models: Any = None
     _engine: Any = None
     _responses_engine: Any = None
@@ -40,9 +41,13 @@ class Services:
     def engine(self):
         """The turn engine, created on first use."""
         if self._engine is None:
+            from . import aws
             from .engine.turns import TurnEngine
+            from .lifecycle import TurnEventPublisher
 
-            self._engine = TurnEngine(self.agents, self.turns, self.models)
+            events = self.events_client or aws.client("events", attempts=2)
+            publisher = TurnEventPublisher(events, self.settings.event_bus_name)
+            self._engine = TurnEngine(self.agents, self.turns, self.models, publisher)
         return self._engine
 
     @property
@@ -55,7 +60,7 @@ class Services:
         return self._responses_engine
 
 
-def build_services(settings: Settings, dynamodb: Any = None) -> Services:
+def build_services(settings: Settings, dynamodb: Any = None, events: Any = None) -> Services:
     if dynamodb is None:
         from . import aws
 
@@ -69,4 +74,5 @@ def build_services(settings: Settings, dynamodb: Any = None) -> Services:
         turns=TurnStore(dynamodb, settings.table_name, lease_seconds=settings.turn_lease_seconds),
         responses=ResponseStore(dynamodb, settings.table_name),
         settings=settings,
+        events_client=events,
     )

@@ -19,6 +19,9 @@ class Settings:
     inference_timeout_seconds: float = 60.0
     #: How long a running turn holds its session; longer than the turns function's timeout.
     turn_lease_seconds: int = 930
+    #: The queue of resume messages (AgentTurnResumeRequest JSON) and the turn lifecycle bus.
+    resume_queue_name: str = "serverless-agents-resume"
+    event_bus_name: str = "serverless-agents"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -33,4 +36,6 @@ class Settings:
                 os.environ.get("INFERENCE_TIMEOUT_SECONDS", cls.inference_timeout_seconds)
             ),
             turn_lease_seconds=int(os.environ.get("TURN_LEASE_SECONDS", cls.turn_lease_seconds)),
+            resume_queue_name=os.environ.get("RESUME_QUEUE_NAME", cls.resume_queue_name),
+            event_bus_name=os.environ.get("EVENT_BUS_NAME", cls.event_bus_name),
         )

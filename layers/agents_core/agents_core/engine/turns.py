@@ -47,6 +47,7 @@ from ..api.common import (
 )
 from ..ids import new_id
 from ..inference.router import ModelRouter
+from ..lifecycle import TurnEventPublisher
 from ..inference.types import (
     ChatMessage,
     ChatRequest,
@@ -75,11 +76,13 @@ from .errors import InvalidTurnRequest
 
 @dataclass
 class TurnFailed(Exception):
-    """How a failed turn ended: the status to answer a non-streaming caller with, and why."""
+    """How a failed turn ended: the status to answer a non-streaming caller with, and why.
+    `resumable`: the turn was put back to awaiting input (a queued resume, retried later)."""
 
     status: int
     message: str
     turn_id: str
+    resumable: bool = False
 
     def as_event(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "status": self.status, "turn_id": self.turn_id}}
@@ -101,6 +104,7 @@ class TurnRun:
     """One started (or resumed) turn, holding its session's lock until it pauses or ends."""
 
     engine: TurnEngine
+    agent_id: str
     lock: SessionLock
     turn: Turn
     state: TurnState
@@ -111,6 +115,9 @@ class TurnRun:
     stream: bool
     prelude: list[Step] = field(default_factory=list)
     recorded: asyncio.Task | None = None  # the write of the running turn, if still under way
+    #: For a queued resume: the paused turn to go back to if the model fails (SQS retries).
+    revert_to: tuple[Turn, TurnState] | None = None
+    written_steps: list[str] = field(default_factory=list)
 
     async def _written(self) -> None:
         if self.recorded is not None:
@@ -147,6 +154,7 @@ class TurnRun:
             while True:
                 if self.state.iterations >= self.max_iterations:
                     yield await self._complete(self._last_output(StopReason.out_of_tokens))
+                    await self._announce()
                     return
                 self.state.iterations += 1
                 step = None
@@ -161,6 +169,7 @@ class TurnRun:
                     done = await self._complete(step.model_response, step)
                     yield _step_complete(step)
                     yield done
+                    await self._announce()
                     return
                 await self._save_step(step)
                 yield _step_complete(step)
@@ -177,12 +186,17 @@ class TurnRun:
                 pending = [c for c in calls if c.tool_name in self.client_tools]
                 if pending:
                     yield await self._pause(step.model_response, pending)
+                    await self._announce()
                     return
         except ProviderError as err:
+            if self.revert_to is not None:
+                yield await self._revert(err)
+                return
             yield await self._fail(err.status, str(err))
         except Exception as err:  # a bug or AWS fault: the turn still ends, as failed
             logger.exception("turn failed", extra={"turn_id": self.turn.turn_id})
             yield await self._fail(500, f"internal error: {type(err).__name__}")
+        await self._announce()
 
     async def _infer(self) -> AsyncIterator[Any]:
         step_id = new_id()
@@ -256,7 +270,41 @@ class TurnRun:
     async def _save_step(self, step: Step) -> None:
         await self._written()
         await asyncio.to_thread(self.engine.turns.save_step, self.lock, step)
+        self.written_steps.append(step.step_id)
         self.turn.steps.append(step)
+
+    async def _revert(self, err: ProviderError) -> TurnFailed:
+        """Undo this continuation: its steps go, the turn awaits the same tool results again."""
+        paused_turn, paused_state = self.revert_to
+        await self._written()
+        await asyncio.to_thread(
+            self.engine.turns.revert, self.lock, paused_turn, paused_state, self.written_steps
+        )
+        self.turn, self.state = paused_turn, paused_state
+        return TurnFailed(err.status, str(err), self.turn.turn_id, resumable=True)
+
+    async def _announce(self) -> None:
+        """Publish the turn's new state (paused, completed, failed) on the event bus."""
+        publisher = self.engine.publisher
+        if publisher is None:
+            return
+        status = self.state.status
+        detail: dict[str, Any] = {
+            "tenant": self.lock.tenant,
+            "agent_id": self.agent_id,
+            "session_id": self.turn.session_id,
+            "turn_id": self.turn.turn_id,
+            "status": status,
+        }
+        if status == AWAITING_INPUT:
+            detail["pending_tool_calls"] = [
+                c.model_dump(mode="json") for c in self.state.pending_calls
+            ]
+        elif status == COMPLETED:
+            detail["output_message"] = self.turn.output_message.model_dump(mode="json")
+        else:
+            detail["error"] = self.state.error
+        await asyncio.to_thread(publisher.publish, status, detail)
 
     def _last_output(self, stop: StopReason) -> CompletionMessage:
         for step in reversed(self.turn.steps):
@@ -303,10 +351,17 @@ class TurnRun:
 
 
 class TurnEngine:
-    def __init__(self, agents: AgentStore, turns: TurnStore, models: ModelRouter) -> None:
+    def __init__(
+        self,
+        agents: AgentStore,
+        turns: TurnStore,
+        models: ModelRouter,
+        publisher: TurnEventPublisher | None = None,
+    ) -> None:
         self.agents = agents
         self.turns = turns
         self.models = models
+        self.publisher = publisher
 
     async def start_turn(
         self, tenant: str, agent_id: str, session_id: str, body: CreateAgentTurnRequest
@@ -342,7 +397,7 @@ class TurnEngine:
                 messages, _ = await asyncio.to_thread(self.turns.history, tenant, session_id)
             new = convert.input_messages(body.messages, body.documents)
             run = self._run(
-                lock, turn, state, agent.agent_config, messages, new, body, bool(body.stream)
+                lock, agent_id, turn, state, agent.agent_config, messages, new, body, bool(body.stream)
             )
         except BaseException:
             await asyncio.to_thread(self.turns.release, lock)
@@ -362,7 +417,11 @@ class TurnEngine:
         turn_id: str,
         tool_responses: list[ToolResponse],
         stream: bool,
+        *,
+        queued: bool = False,
     ) -> TurnRun:
+        """Continue a paused turn. `queued` (a resume from the queue): a model failure puts the
+        turn back to awaiting input, so the message can be retried, instead of failing it."""
         turn, state = await asyncio.to_thread(
             self.turns.get_turn_state, tenant, agent_id, session_id, turn_id
         )
@@ -392,9 +451,14 @@ class TurnEngine:
             state.status, state.pending_calls = RUNNING, []
             turn.output_message = _PENDING_OUTPUT
             current = convert.turn_messages(turn)
-            run = self._run(lock, turn, state, agent.agent_config, history, current, None, stream)
+            run = self._run(
+                lock, agent_id, turn, state, agent.agent_config, history, current, None, stream
+            )
             await asyncio.to_thread(self.turns.save_step, lock, step)
             run.prelude = [step]
+            run.written_steps.append(step.step_id)
+            if queued:
+                run.revert_to = (paused_turn, paused_state)
             return run
         except BaseException:
             # The resume did not start: the turn goes back to awaiting input, unchanged.
@@ -404,6 +468,7 @@ class TurnEngine:
     def _run(
         self,
         lock: SessionLock,
+        agent_id: str,
         turn: Turn,
         state: TurnState,
         config: AgentConfig,
@@ -438,6 +503,7 @@ class TurnEngine:
             raise InvalidTurnRequest(str(err)) from err
         return TurnRun(
             engine=self,
+            agent_id=agent_id,
             lock=lock,
             turn=turn,
             state=state,

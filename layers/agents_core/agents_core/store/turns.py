@@ -285,6 +285,24 @@ class TurnStore:
                 raise Conflict(f"Turn {lock.turn_id} lost its session lock") from err
             raise
 
+    def revert(
+        self, lock: SessionLock, turn: Turn, state: TurnState, step_ids: list[str]
+    ) -> None:
+        """Put a resumed turn back as it was when paused: remove the steps written since, then
+        write the paused turn and park the lock (awaiting input) again."""
+        doomed = []
+        for step_id in step_ids:
+            sk = keys.step_sk(turn.turn_id, step_id)
+            doomed += self._t.query_all(
+                {
+                    "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
+                    "ExpressionAttributeValues": {":pk": {"S": lock.pk}, ":s": {"S": sk}},
+                    "ProjectionExpression": "SK",
+                }
+            )
+        self._t.delete_all([key(lock.pk, item["SK"]["S"]) for item in doomed])
+        self.end_turn(lock, turn, state)
+
     def _turn_items(
         self,
         lock: SessionLock,

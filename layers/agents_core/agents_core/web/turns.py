@@ -66,3 +66,15 @@ def _frame(item: Any) -> str:
     """`data: <chunk>`, or at the end Llama Stack's `data: {"error": ...}`."""
     data = json.dumps(item.as_event()) if isinstance(item, TurnFailed) else item.model_dump_json()
     return f"data: {data}\n\n"
+
+
+queue_router = APIRouter(tags=["Internal"])
+
+
+@queue_router.post("/events", include_in_schema=False)
+async def resume_from_queue(event: dict[str, Any], svc: Svc) -> dict[str, Any]:
+    """SQS batches, as the Lambda Web Adapter passes non-HTTP events (AWS_LWA_PASS_THROUGH_PATH).
+    Not routed by API Gateway: only the function's own event source reaches it."""
+    from ..resume_queue import ResumeQueueWorker
+
+    return await ResumeQueueWorker(svc).handle(event)

@@ -1,0 +1,196 @@
+"""Resuming turns from the SQS resume queue: the same continuation as HTTP resume, no stream.
+
+A message body is an `AgentTurnResumeRequest` (`agent_id`, `session_id`, `turn_id`,
+`tool_responses`; `stream` is ignored); the tenant is the message attribute `tenant` (String),
+`default` without one. Records are processed with Powertools' batch processor, and only the
+failed ones are reported (`ReportBatchItemFailures`):
+
+- a duplicate (the turn already holds a tool step answering exactly these call ids) is
+  acknowledged and changes nothing, so at-least-once delivery continues a turn once;
+- a poison message (bad JSON, unknown turn, a turn not awaiting input, call ids that do not match
+  its pending calls) is logged with the reason and reported, and reaches the DLQ after retries;
+- a model failure puts the turn back to awaiting input and reports the record: SQS retries it.
+
+    worker = ResumeQueueWorker(services)
+    result = await worker.handle(sqs_event)      # {"batchItemFailures": [...]}
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from pydantic import ValidationError
+
+from .api.agents import AgentTurnResumeRequest, ToolExecutionStep
+from .engine.errors import InvalidTurnRequest
+from .engine.turns import TurnFailed
+from .services import Services
+from .store import Conflict, NotFound
+from .web.context import DEFAULT_TENANT
+from .web.log import logger
+
+TENANT_ATTRIBUTE = "tenant"
+
+
+class PoisonMessage(Exception):
+    """The message can never succeed; it is reported so that it ends in the DLQ."""
+
+
+class ModelUnavailable(Exception):
+    """The model failed; the turn awaits input again and the message will be retried."""
+
+
+class ResumeQueueWorker:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    async def handle(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Process an SQS event; the batch processor runs in a thread and each record's
+        continuation on this event loop (where the providers' clients live)."""
+        loop = asyncio.get_running_loop()
+
+        def record_handler(record: SQSRecord) -> None:
+            asyncio.run_coroutine_threadsafe(self._resume(record), loop).result()
+
+        return await asyncio.to_thread(
+            process_partial_response,
+            event=event,
+            record_handler=record_handler,
+            processor=BatchProcessor(event_type=EventType.SQS),
+        )
+
+    async def _resume(self, record: SQSRecord) -> None:
+        log = {"message_id": record.message_id}
+        try:
+            request = AgentTurnResumeRequest.model_validate_json(record.body)
+        except ValidationError as err:
+            logger.warning("poison resume message: invalid body", extra={**log, "error": str(err)})
+            raise PoisonMessage(f"invalid body: {err}") from err
+        attribute = record.message_attributes.get(TENANT_ATTRIBUTE)
+        tenant = (attribute.string_value if attribute else None) or DEFAULT_TENANT
+        ids = (request.agent_id, request.session_id, request.turn_id)
+        log |= {"tenant": tenant, "turn_id": request.turn_id}
+        engine = self.services.engine
+        try:
+            run = await engine.resume_turn(
+                tenant, *ids, request.tool_responses, stream=False, queued=True
+            )
+        except Conflict as err:
+            answered = {r.call_id for r in request.tool_responses}
+            if await asyncio.to_thread(self._already_answered, tenant, ids, answered):
+                logger.info("duplicate resume message acknowledged", extra=log)
+                return
+            logger.warning("poison resume message", extra={**log, "reason": str(err)})
+            raise PoisonMessage(str(err)) from err
+        except (NotFound, InvalidTurnRequest) as err:
+            logger.warning("poison resume message", extra={**log, "reason": str(err)})
+            raise PoisonMessage(str(err)) from err
+        try:
+            turn = await run.result()
+        except TurnFailed as failed:
+            if failed.resumable:
+                logger.warning("model unavailable; resume will be retried", extra=log)
+                raise ModelUnavailable(failed.message) from failed
+            logger.warning("resumed turn failed", extra={**log, "reason": failed.message})
+            return  # the turn is failed and stored; retrying cannot change that
+        logger.info("turn resumed from the queue", extra={**log, "status": _status(turn)})
+
+    def _already_answered(self, tenant: str, ids: tuple[str, str, str], call_ids: set[str]) -> bool:
+        try:
+            turn = self.services.turns.get_turn(tenant, *ids)
+        except NotFound:
+            return False
+        return any(
+            isinstance(step, ToolExecutionStep)
+            and {r.call_id for r in step.tool_responses} == call_ids
+            for step in turn.steps
+        )
+
+
+def _status(turn: Any) -> str:
+    return "awaiting_input" if turn.output_message.tool_calls else "completed"
+
+
+def ensure_resume_queue(sqs: Any, name: str, max_receive_count: int = 5) -> str:
+    """Create the queue and its dead-letter queue (redrive after `max_receive_count`) if missing;
+    the queue's URL. For local runs: template.yaml declares the same pair."""
+    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    redrive = f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": "{max_receive_count}"}}'
+    return sqs.create_queue(
+        QueueName=name, Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "30"}
+    )["QueueUrl"]
+
+
+def lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str) -> dict[str, Any]:
+    """ReceiveMessage results in the shape of the SQS event Lambda hands a function."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {
+                    name: {
+                        "stringValue": value.get("StringValue"),
+                        "dataType": value["DataType"],
+                        "stringListValues": [],
+                        "binaryListValues": [],
+                    }
+                    for name, value in m.get("MessageAttributes", {}).items()
+                },
+                "md5OfBody": m.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": region,
+            }
+            for m in messages
+        ]
+    }
+
+
+async def poll_forever(sqs: Any, queue_url: str, worker: ResumeQueueWorker) -> None:
+    """What Lambda's event source mapping does, for local runs: receive batches, hand them to
+    the worker, delete what succeeded; failures become visible again and are retried (and
+    redriven to the DLQ after the queue's maxReceiveCount)."""
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    region = sqs.meta.region_name
+    while True:
+        try:
+            resp = await asyncio.to_thread(
+                sqs.receive_message,
+                QueueUrl=queue_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=1,
+                MessageAttributeNames=["All"],
+                AttributeNames=["All"],
+            )
+            messages = resp.get("Messages", [])
+            if not messages:
+                continue
+            result = await worker.handle(lambda_sqs_event(messages, arn, region))
+            failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+            done = [
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]}
+                for n, m in enumerate(messages)
+                if m["MessageId"] not in failed
+            ]
+            if done:
+                await asyncio.to_thread(sqs.delete_message_batch, QueueUrl=queue_url, Entries=done)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("resume queue poll failed")
+            await asyncio.sleep(1)
