@@ -69,3 +69,21 @@ def test_functions_may_touch_only_the_table():
                         "!GetAtt AgentsTable.Arn",
                         "!Sub ${AgentsTable.Arn}/index/*",
                     ], name
+
+
+def test_queue_dlq_bus_and_the_resume_event_source():
+    resources = template()["Resources"]
+    queue = resources["ResumeQueue"]["Properties"]
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == "!GetAtt ResumeDeadLetterQueue.Arn"
+    assert resources["TurnEventBus"]["Type"] == "AWS::Events::EventBus"
+    resume = resources["ResumeFunction"]["Properties"]
+    source = resume["Events"]["ResumeQueueMessages"]
+    assert source["Type"] == "SQS" and source["Properties"]["FunctionResponseTypes"] == [
+        "ReportBatchItemFailures"
+    ]
+    # Visibility covers the consumer's timeout with room for retries.
+    assert queue["VisibilityTimeout"] >= 6 * resume["Timeout"]
+    for name in ("TurnsFunction", "ResumeFunction"):
+        statements = resources[name]["Properties"]["Policies"][0]["Statement"]
+        puts = [s for s in statements if s["Action"] == "events:PutEvents"]
+        assert puts and puts[0]["Resource"] == "!GetAtt TurnEventBus.Arn", name

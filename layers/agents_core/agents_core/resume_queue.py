@@ -63,7 +63,9 @@ class ResumeQueueWorker:
             process_partial_response,
             event=event,
             record_handler=record_handler,
-            processor=BatchProcessor(event_type=EventType.SQS),
+            # A batch of nothing but failures is reported record by record too, not as an error
+            # that would retry the good messages with the bad.
+            processor=BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
         )
 
     async def _resume(self, record: SQSRecord) -> None:
@@ -73,8 +75,10 @@ class ResumeQueueWorker:
         except ValidationError as err:
             logger.warning("poison resume message: invalid body", extra={**log, "error": str(err)})
             raise PoisonMessage(f"invalid body: {err}") from err
-        attribute = record.message_attributes.get(TENANT_ATTRIBUTE)
-        tenant = (attribute.string_value if attribute else None) or DEFAULT_TENANT
+        attributes = record.message_attributes
+        tenant = DEFAULT_TENANT
+        if TENANT_ATTRIBUTE in attributes:
+            tenant = attributes[TENANT_ATTRIBUTE].string_value or DEFAULT_TENANT
         ids = (request.agent_id, request.session_id, request.turn_id)
         log |= {"tenant": tenant, "turn_id": request.turn_id}
         engine = self.services.engine
@@ -122,9 +126,9 @@ def ensure_resume_queue(sqs: Any, name: str, max_receive_count: int = 5) -> str:
     """Create the queue and its dead-letter queue (redrive after `max_receive_count`) if missing;
     the queue's URL. For local runs: template.yaml declares the same pair."""
     dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     redrive = f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": "{max_receive_count}"}}'
     return sqs.create_queue(
         QueueName=name, Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "30"}

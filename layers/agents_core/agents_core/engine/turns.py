@@ -47,7 +47,6 @@ from ..api.common import (
 )
 from ..ids import new_id
 from ..inference.router import ModelRouter
-from ..lifecycle import TurnEventPublisher
 from ..inference.types import (
     ChatMessage,
     ChatRequest,
@@ -59,6 +58,7 @@ from ..inference.types import (
 )
 from ..inference.types import TextDelta as ModelText
 from ..inference.types import ToolCallDelta as ModelToolCall
+from ..lifecycle import TurnEventPublisher
 from ..store import AgentStore, Conflict
 from ..store.turns import (
     AWAITING_INPUT,
@@ -397,7 +397,15 @@ class TurnEngine:
                 messages, _ = await asyncio.to_thread(self.turns.history, tenant, session_id)
             new = convert.input_messages(body.messages, body.documents)
             run = self._run(
-                lock, agent_id, turn, state, agent.agent_config, messages, new, body, bool(body.stream)
+                lock,
+                agent_id,
+                turn,
+                state,
+                agent.agent_config,
+                messages,
+                new,
+                body,
+                bool(body.stream),
             )
         except BaseException:
             await asyncio.to_thread(self.turns.release, lock)

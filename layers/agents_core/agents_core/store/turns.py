@@ -285,9 +285,7 @@ class TurnStore:
                 raise Conflict(f"Turn {lock.turn_id} lost its session lock") from err
             raise
 
-    def revert(
-        self, lock: SessionLock, turn: Turn, state: TurnState, step_ids: list[str]
-    ) -> None:
+    def revert(self, lock: SessionLock, turn: Turn, state: TurnState, step_ids: list[str]) -> None:
         """Put a resumed turn back as it was when paused: remove the steps written since, then
         write the paused turn and park the lock (awaiting input) again."""
         doomed = []

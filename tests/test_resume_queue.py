@@ -1,0 +1,372 @@
+"""Resuming turns from the SQS queue, and lifecycle events on EventBridge, all on moto."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import boto3
+import pytest
+from agents_core.api.agents import AgentConfig, CreateAgentTurnRequest
+from agents_core.lifecycle import ensure_event_bus
+from agents_core.resume_queue import (
+    ResumeQueueWorker,
+    ensure_resume_queue,
+    lambda_sqs_event,
+    poll_forever,
+)
+from agents_core.services import build_services
+from agents_core.settings import Settings
+from agents_core.store.turns import AWAITING_INPUT
+
+from .conftest import TABLE
+from .lambda_support import load_event
+from .peers.openai_server import ScriptedOpenAI
+from .turn_support import WEATHER_TOOL
+
+BUS = "turns-test"
+EVENT_AGENT = "01937a2e-5f00-7000-8000-0000000000a1"
+EVENT_SESSION = "01937a2e-5f00-7000-8000-0000000000b1"
+EVENT_TURN = "01937a2e-5f00-7000-8000-0000000000c1"
+EVENT_CALL = "01937a2e-5f00-7000-8000-0000000000e1"
+TENANT = "tenant-key-a"  # the tenant attribute of events/resume/sqs_resume_batch.json
+
+
+@pytest.fixture(scope="module")
+def model():
+    with ScriptedOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def aws(dynamodb):
+    """SQS and EventBridge beside the table, and a capture queue subscribed to the bus."""
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    events = boto3.client("events", region_name="us-east-1")
+    ensure_event_bus(events, BUS)
+    capture_url = sqs.create_queue(QueueName="turn-events")["QueueUrl"]
+    capture_arn = sqs.get_queue_attributes(QueueUrl=capture_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    events.put_rule(
+        Name="all-turn-events",
+        EventBusName=BUS,
+        EventPattern=json.dumps({"source": ["serverless-agents"]}),
+    )
+    events.put_targets(
+        Rule="all-turn-events", EventBusName=BUS, Targets=[{"Id": "capture", "Arn": capture_arn}]
+    )
+    return {"sqs": sqs, "events": events, "capture": capture_url, "dynamodb": dynamodb}
+
+
+@pytest.fixture
+def services(aws, model):
+    model.reset()
+    settings = Settings(
+        table_name=TABLE, openai_base_url=model.url, inference_timeout_seconds=2, event_bus_name=BUS
+    )
+    return build_services(settings, aws["dynamodb"], aws["events"])
+
+
+def captured(aws) -> list[dict]:
+    messages = []
+    while True:
+        resp = aws["sqs"].receive_message(QueueUrl=aws["capture"], MaxNumberOfMessages=10)
+        if not resp.get("Messages"):
+            return messages
+        for m in resp["Messages"]:
+            messages.append(json.loads(m["Body"]))
+            aws["sqs"].delete_message(QueueUrl=aws["capture"], ReceiptHandle=m["ReceiptHandle"])
+
+
+async def paused_turn(services, model, tenant=TENANT):
+    agent = services.agents.create_agent(
+        tenant, AgentConfig(model="m", instructions="Use tools.", client_tools=[WEATHER_TOOL])
+    )
+    session = services.agents.create_session(tenant, agent.agent_id, "queue")
+    model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
+    body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "Weather in Paris?"}])
+    run = await services.engine.start_turn(tenant, agent.agent_id, session.session_id, body)
+    turn = await run.result()
+    ids = {
+        EVENT_AGENT: agent.agent_id,
+        EVENT_SESSION: session.session_id,
+        EVENT_TURN: turn.turn_id,
+        EVENT_CALL: turn.output_message.tool_calls[0].call_id,
+    }
+    return ids, turn
+
+
+def batch(*records: dict) -> dict:
+    return {"Records": list(records)}
+
+
+def record(ids: dict, message_id: str = "m-1", body: str | None = None) -> dict:
+    event = load_event("resume/sqs_resume_batch.json", ids)
+    rec = event["Records"][0]
+    rec["messageId"] = message_id
+    if body is not None:
+        rec["body"] = body
+    return rec
+
+
+def test_a_message_resumes_the_turn_to_completion(services, model):
+    async def scenario():
+        ids, paused = await paused_turn(services, model)
+        model.reply(text="Sunny, 18C.")
+        result = await ResumeQueueWorker(services).handle(
+            load_event("resume/sqs_resume_batch.json", ids)
+        )
+        return ids, paused, result
+
+    ids, paused, result = asyncio.run(scenario())
+    assert result == {"batchItemFailures": []}
+    turn = services.turns.get_turn(TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id)
+    assert turn.output_message.content == "Sunny, 18C."
+    assert [s.step_type for s in turn.steps] == ["inference", "tool_execution", "inference"]
+    assert turn.steps[1].tool_responses[0].content == "18C and sunny"
+
+
+def test_a_duplicate_message_continues_the_turn_once(services, model):
+    async def scenario():
+        ids, paused = await paused_turn(services, model)
+        model.reply(text="once")
+        worker = ResumeQueueWorker(services)
+        first = await worker.handle(batch(record(ids, "m-1")))
+        again = await worker.handle(batch(record(ids, "m-2")))  # a client retry: a new message id
+        return ids, paused, first, again
+
+    ids, paused, first, again = asyncio.run(scenario())
+    assert first == again == {"batchItemFailures": []}
+    turn = services.turns.get_turn(TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id)
+    assert [s.step_type for s in turn.steps] == ["inference", "tool_execution", "inference"]
+    assert len(model.requests) == 2  # the pause and one continuation
+
+
+@pytest.mark.parametrize("poison", ["bad json", "unknown turn", "wrong call ids", "not awaiting"])
+def test_a_poison_record_fails_alone(services, model, poison):
+    async def scenario():
+        ids, _ = await paused_turn(services, model)
+        other_ids, _ = await paused_turn(services, model)
+        bad = dict(other_ids)
+        body = None
+        if poison == "bad json":
+            body = "{not json"
+        elif poison == "unknown turn":
+            bad[EVENT_TURN] = "01937a2e-0000-7000-8000-00000000dead"
+        elif poison == "wrong call ids":
+            bad[EVENT_CALL] = "call_that_was_never_made"
+        elif poison == "not awaiting":
+            model.reply(text="done")
+            await ResumeQueueWorker(services).handle(batch(record(other_ids, "m-0")))
+            bad[EVENT_CALL] = "call_that_was_never_made"
+        model.reply(text="good one finished")
+        result = await ResumeQueueWorker(services).handle(
+            batch(record(ids, "good"), record(bad, "poison", body))
+        )
+        return ids, result
+
+    ids, result = asyncio.run(scenario())
+    assert result == {"batchItemFailures": [{"itemIdentifier": "poison"}]}
+    turn = services.turns.get_turn(TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], ids[EVENT_TURN])
+    assert turn.output_message.content == "good one finished"
+
+
+def test_a_model_failure_leaves_the_turn_resumable(services, model):
+    async def scenario():
+        ids, paused = await paused_turn(services, model)
+        model.reply(error="status", status=503)
+        worker = ResumeQueueWorker(services)
+        failed = await worker.handle(batch(record(ids, "m-1")))
+        state_after_failure = services.turns.get_turn_state(
+            TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id
+        )
+        model.reply(text="back online")
+        retried = await worker.handle(batch(record(ids, "m-1")))  # SQS redelivers the same message
+        return ids, paused, failed, state_after_failure, retried
+
+    ids, paused, failed, (turn_after, state_after), retried = asyncio.run(scenario())
+    assert failed == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert state_after.status == AWAITING_INPUT
+    assert turn_after.steps == paused.steps  # nothing of the failed attempt was kept
+    assert retried == {"batchItemFailures": []}
+    turn = services.turns.get_turn(TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id)
+    assert turn.output_message.content == "back online"
+    assert [s.step_type for s in turn.steps] == ["inference", "tool_execution", "inference"]
+
+
+def test_lifecycle_events_reach_a_rule_target(services, model, aws):
+    async def scenario():
+        ids, paused = await paused_turn(services, model)
+        model.reply(text="All done.")
+        await ResumeQueueWorker(services).handle(batch(record(ids)))
+        agent = services.agents.create_agent(TENANT, AgentConfig(model="m", instructions="x"))
+        session = services.agents.create_session(TENANT, agent.agent_id, "fails")
+        model.reply(error="status", status=500)
+        body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "boom"}])
+        run = await services.engine.start_turn(TENANT, agent.agent_id, session.session_id, body)
+        events = [e async for e in run.events()]
+        return ids, paused, events
+
+    ids, paused, _ = asyncio.run(scenario())
+    got = captured(aws)
+    assert [e["detail-type"] for e in got] == [
+        "Turn Awaiting Input",
+        "Turn Completed",
+        "Turn Failed",
+    ]
+    assert all(e["source"] == "serverless-agents" for e in got)
+    waiting, done, failed = (e["detail"] for e in got)
+    assert waiting["turn_id"] == done["turn_id"] == paused.turn_id
+    assert waiting["agent_id"] == ids[EVENT_AGENT] and waiting["session_id"] == ids[EVENT_SESSION]
+    assert waiting["pending_tool_calls"][0]["call_id"] == ids[EVENT_CALL]
+    assert waiting["pending_tool_calls"][0]["arguments"] == {"city": "Paris"}
+    assert done["output_message"]["content"] == "All done."
+    assert "500" in failed["error"] and failed["status"] == "failed"
+    for name in ("turn_awaiting_input", "turn_completed", "turn_failed"):
+        example = load_event(f"lifecycle/{name}.json")
+        kind = next(e for e in got if e["detail-type"] == example["detail-type"])
+        assert set(example["detail"]) == set(kind["detail"]), name
+
+
+def test_a_publishing_failure_does_not_fail_the_turn(services, model, aws):
+    aws["events"].delete_event_bus(Name=BUS)
+
+    async def scenario():
+        agent = services.agents.create_agent(TENANT, AgentConfig(model="m", instructions="x"))
+        session = services.agents.create_session(TENANT, agent.agent_id, "s")
+        model.reply(text="still fine")
+        body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "hi"}])
+        run = await services.engine.start_turn(TENANT, agent.agent_id, session.session_id, body)
+        return await run.result()
+
+    assert asyncio.run(scenario()).output_message.content == "still fine"
+
+
+def test_the_whole_asynchronous_loop(services, model, aws):
+    """Turn pauses -> awaiting-input event -> a worker runs the tool -> resume message ->
+    the queue poller (as make run does) resumes -> completed event with the final answer."""
+    sqs = aws["sqs"]
+    queue_url = ensure_resume_queue(sqs, "resume-test")
+
+    def tool_worker(event: dict) -> None:
+        detail = event["detail"]
+        call = detail["pending_tool_calls"][0]
+        result = f"{call['arguments']['city']}: 21C"
+        body = {
+            "agent_id": detail["agent_id"],
+            "session_id": detail["session_id"],
+            "turn_id": detail["turn_id"],
+            "tool_responses": [
+                {"call_id": call["call_id"], "tool_name": call["tool_name"], "content": result}
+            ],
+        }
+        sqs.send_message(
+            QueueUrl=queue_url,
+            MessageBody=json.dumps(body),
+            MessageAttributes={"tenant": {"DataType": "String", "StringValue": detail["tenant"]}},
+        )
+
+    async def scenario():
+        poller = asyncio.create_task(poll_forever(sqs, queue_url, ResumeQueueWorker(services)))
+        try:
+            ids, paused = await paused_turn(services, model)
+            (awaiting,) = await asyncio.to_thread(captured, aws)
+            tool_worker(awaiting)
+            model.reply(text="It is 21C in Paris.")
+            for _ in range(100):
+                await asyncio.sleep(0.1)
+                completed = await asyncio.to_thread(captured, aws)
+                if completed:
+                    return paused, completed
+            raise AssertionError("no completed event")
+        finally:
+            poller.cancel()
+
+    paused, completed = asyncio.run(scenario())
+    assert completed[0]["detail-type"] == "Turn Completed"
+    assert completed[0]["detail"]["turn_id"] == paused.turn_id
+    assert completed[0]["detail"]["output_message"]["content"] == "It is 21C in Paris."
+    assert "Paris: 21C" in model.requests[-1]["messages"][-1]["content"]
+
+
+def test_poison_messages_reach_the_dead_letter_queue(services, model, aws):
+    sqs = aws["sqs"]
+    queue_url = ensure_resume_queue(sqs, "resume-dlq-test", max_receive_count=2)
+    sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"VisibilityTimeout": "0"})
+    dlq_url = sqs.get_queue_url(QueueName="resume-dlq-test-dlq")["QueueUrl"]
+    sqs.send_message(QueueUrl=queue_url, MessageBody="definitely not a resume request")
+
+    async def scenario():
+        poller = asyncio.create_task(poll_forever(sqs, queue_url, ResumeQueueWorker(services)))
+        try:
+            for _ in range(60):
+                await asyncio.sleep(0.1)
+                got = await asyncio.to_thread(sqs.receive_message, QueueUrl=dlq_url)
+                if got.get("Messages"):
+                    return got["Messages"][0]["Body"]
+            raise AssertionError("poison message never reached the DLQ")
+        finally:
+            poller.cancel()
+
+    assert asyncio.run(scenario()) == "definitely not a resume request"
+
+
+def test_lambda_sqs_event_matches_the_checked_in_event_shape():
+    example = load_event("resume/sqs_resume_batch.json")["Records"][0]
+    built = lambda_sqs_event(
+        [
+            {
+                "MessageId": "x",
+                "ReceiptHandle": "r",
+                "Body": "{}",
+                "Attributes": {},
+                "MessageAttributes": {"tenant": {"DataType": "String", "StringValue": "t"}},
+            }
+        ],
+        example["eventSourceARN"],
+        "us-east-1",
+    )["Records"][0]
+    assert set(built) == set(example)
+    assert set(built["messageAttributes"]["tenant"]) == set(example["messageAttributes"]["tenant"])
+
+
+def test_the_resume_function_takes_sqs_batches_at_the_web_adapter_path(
+    services, model, aws, monkeypatch
+):
+    """In AWS the Web Adapter POSTs each SQS batch to /events; the app answers the failures."""
+    from fastapi.testclient import TestClient
+
+    from .lambda_support import load_function
+
+    monkeypatch.setenv("EVENT_BUS_NAME", BUS)
+    app = load_function("resume").app
+    with TestClient(app) as client:
+        agent = client.app.state.services.agents
+        created = agent.create_agent(
+            TENANT, AgentConfig(model="offline", instructions="x", client_tools=[WEATHER_TOOL])
+        )
+        session = agent.create_session(TENANT, created.agent_id, "s")
+    ids = {EVENT_AGENT: created.agent_id, EVENT_SESSION: session.session_id}
+
+    async def pause():
+        engine = app.state.services.engine
+        body = CreateAgentTurnRequest(
+            messages=[{"role": "user", "content": "use get_weather city=Rome"}]
+        )
+        run = await engine.start_turn(TENANT, created.agent_id, session.session_id, body)
+        return await run.result()
+
+    paused = asyncio.run(pause())
+    ids.update(
+        {EVENT_TURN: paused.turn_id, EVENT_CALL: paused.output_message.tool_calls[0].call_id}
+    )
+    event = load_event("resume/sqs_resume_batch.json", ids)
+    event["Records"].append(record(ids, "poison", "nope"))
+    with TestClient(app) as client:
+        resp = client.post("/events", json=event)
+    assert resp.json() == {"batchItemFailures": [{"itemIdentifier": "poison"}]}
+    turn = app.state.services.turns.get_turn(
+        TENANT, created.agent_id, session.session_id, paused.turn_id
+    )
+    assert turn.output_message.content == "Tool result: 18C and sunny"
