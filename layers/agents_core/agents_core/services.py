@@ -7,7 +7,6 @@ from typing import Any
 
 from .settings import Settings
 from .store import AgentStore
-from .store.responses import ResponseStore
 from .store.turns import TurnStore
 
 
@@ -15,12 +14,22 @@ from .store.turns import TurnStore
 class Services:
     agents: AgentStore
     turns: TurnStore
-    responses: ResponseStore
     settings: Settings
+    dynamodb: Any = None
     events_client: Any = None  # EventBridge; created with the engine unless given
+    _responses: Any = None
     _models: Any = None
     _engine: Any = None
     _responses_engine: Any = None
+
+    @property
+    def responses(self):
+        """The responses store, created on first use (only the responses function needs it)."""
+        if self._responses is None:
+            from .store.responses import ResponseStore
+
+            self._responses = ResponseStore(self.dynamodb, self.settings.table_name)
+        return self._responses
 
     @property
     def models(self):
@@ -72,7 +81,7 @@ def build_services(settings: Settings, dynamodb: Any = None, events: Any = None)
             ephemeral_session_ttl_seconds=settings.ephemeral_session_ttl_seconds,
         ),
         turns=TurnStore(dynamodb, settings.table_name, lease_seconds=settings.turn_lease_seconds),
-        responses=ResponseStore(dynamodb, settings.table_name),
         settings=settings,
+        dynamodb=dynamodb,
         events_client=events,
     )

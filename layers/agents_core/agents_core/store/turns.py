@@ -15,6 +15,7 @@ import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -35,8 +36,11 @@ FAILED = "failed"
 #: Sessions whose history a container keeps between turns (see `TurnStore.history`).
 HISTORY_CACHE_SESSIONS = 128
 
-_STEP: TypeAdapter[Step] = TypeAdapter(Step)
-_CALLS: TypeAdapter[list[ToolCall]] = TypeAdapter(list[ToolCall])
+
+@cache
+def _adapter(kind: Any) -> TypeAdapter:
+    """Validators built on first use, not at import (cold starts import this module)."""
+    return TypeAdapter(kind)
 
 
 @dataclass
@@ -53,7 +57,9 @@ class TurnState:
         return json.dumps(
             {
                 "iterations": self.iterations,
-                "pending_calls": _CALLS.dump_python(self.pending_calls, mode="json"),
+                "pending_calls": _adapter(list[ToolCall]).dump_python(
+                    self.pending_calls, mode="json"
+                ),
                 "error": self.error,
             }
         )
@@ -64,7 +70,7 @@ class TurnState:
         return cls(
             status=status,
             iterations=data["iterations"],
-            pending_calls=_CALLS.validate_python(data["pending_calls"]),
+            pending_calls=_adapter(list[ToolCall]).validate_python(data["pending_calls"]),
             error=data.get("error"),
         )
 
@@ -383,7 +389,7 @@ class TurnStore:
         )
         for head, attrs in decode(items):
             if head["SK"]["S"] == sk:
-                return _STEP.validate_json(attrs["body"])
+                return _adapter(Step).validate_json(attrs["body"])
         raise NotFound(f"Step {step_id} not found in turn {turn_id}")
 
     def session_head(self, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
@@ -416,7 +422,7 @@ class TurnStore:
                 "ConsistentRead": True,
             }
         )
-        return [_STEP.validate_json(attrs["body"]) for _, attrs in decode(items)]
+        return [_adapter(Step).validate_json(attrs["body"]) for _, attrs in decode(items)]
 
 
 def assemble_turns(items: list[dict[str, Any]]) -> list[Turn]:
@@ -427,7 +433,7 @@ def assemble_turns(items: list[dict[str, Any]]) -> list[Turn]:
         sk = head["SK"]["S"]
         if sk.startswith("STEP#"):
             turn_id = sk.split("#")[1]
-            steps.setdefault(turn_id, []).append(_STEP.validate_json(attrs["body"]))
+            steps.setdefault(turn_id, []).append(_adapter(Step).validate_json(attrs["body"]))
         elif sk.startswith("TURN#"):
             turns.append(Turn.model_validate_json(attrs["body"]))
     for turn in turns:
