@@ -14,6 +14,8 @@ from agents_core.web.turns import resume_router, turns_router
 from fastapi.testclient import TestClient
 from moto import mock_aws
 
+from .peers.openai_server import ScriptedOpenAI
+
 TABLE = "agents-test"
 
 
@@ -26,6 +28,13 @@ def aws_env(monkeypatch):
     monkeypatch.setenv("TABLE_NAME", TABLE)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A scripted OpenAI-compatible model server (tests queue its replies)."""
+    with ScriptedOpenAI() as server:
+        yield server
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import openai
 import pytest
 
 from .local_server import running_server
-from .peers.openai_server import ScriptedOpenAI
 
 WEATHER = {
     "type": "function",
@@ -21,12 +20,6 @@ WEATHER = {
         "required": ["city"],
     },
 }
-
-
-@pytest.fixture(scope="module")
-def model():
-    with ScriptedOpenAI() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from agents_core.store.turns import AWAITING_INPUT
 
 from .conftest import TABLE
 from .lambda_support import load_event
-from .peers.openai_server import ScriptedOpenAI
 from .turn_support import WEATHER_TOOL
 
 BUS = "turns-test"
@@ -30,12 +29,6 @@ EVENT_SESSION = "01937a2e-5f00-7000-8000-0000000000b1"
 EVENT_TURN = "01937a2e-5f00-7000-8000-0000000000c1"
 EVENT_CALL = "01937a2e-5f00-7000-8000-0000000000e1"
 TENANT = "tenant-key-a"  # the tenant attribute of events/resume/sqs_resume_batch.json
-
-
-@pytest.fixture(scope="module")
-def model():
-    with ScriptedOpenAI() as server:
-        yield server
 
 
 @pytest.fixture

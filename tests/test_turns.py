@@ -18,14 +18,7 @@ from agents_core.web.turns import resume_router, turns_router
 from fastapi.testclient import TestClient
 
 from .conftest import TABLE
-from .peers.openai_server import ScriptedOpenAI
 from .turn_support import WEATHER_TOOL, event_types, new_session, sse_events, turn_url, user
-
-
-@pytest.fixture(scope="module")
-def model():
-    with ScriptedOpenAI() as server:
-        yield server
 
 
 @pytest.fixture

@@ -13,14 +13,7 @@ from llama_stack_client.lib.agents.agent import Agent
 from llama_stack_client.lib.agents.client_tool import client_tool
 
 from .local_server import running_server
-from .peers.openai_server import ScriptedOpenAI
 from .turn_support import WEATHER_TOOL
-
-
-@pytest.fixture(scope="module")
-def model():
-    with ScriptedOpenAI() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,12 @@ from __future__ import annotations
 import binascii
 import json
 import struct
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
+
+from .http import LocalPeer
 
 
 @dataclass
@@ -41,7 +42,7 @@ def event_message(event_type: str, payload: dict[str, Any]) -> bytes:
     return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
 
 
-class BedrockEmulator:
+class BedrockEmulator(LocalPeer):
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self._replies: list[BedrockReply] = []
@@ -72,17 +73,7 @@ class BedrockEmulator:
                 else:
                     emulator._converse(self, reply)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-
-    def __enter__(self) -> BedrockEmulator:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
     def reply(self, **kwargs: Any) -> None:
         self._replies.append(BedrockReply(**kwargs))

@@ -15,8 +15,10 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .http import LocalPeer
 
 
 @dataclass
@@ -30,7 +32,7 @@ class Reply:
     finish_reason: str | None = None
 
 
-class ScriptedOpenAI:
+class ScriptedOpenAI(LocalPeer):
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.perf_counter() of each request
@@ -52,17 +54,7 @@ class ScriptedOpenAI:
                     reply = script._replies.pop(0) if script._replies else script._echo(body)
                 script._serve(self, body, reply)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}/v1"
-
-    def __enter__(self) -> ScriptedOpenAI:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler, "/v1")
 
     def reply(self, **kwargs: Any) -> None:
         with self._lock:

@@ -29,8 +29,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
 from .api.agents import AgentTurnResumeRequest, ToolExecutionStep
-from .engine.errors import InvalidTurnRequest
+from .engine.errors import InvalidRequest
 from .engine.turns import TurnFailed
+from .inference.types import UnsupportedRequest
 from .services import Services
 from .store import Conflict, NotFound
 from .web.context import DEFAULT_TENANT
@@ -93,7 +94,7 @@ class ResumeQueueWorker:
                 return
             logger.warning("poison resume message", extra={**log, "reason": str(err)})
             raise PoisonMessage(str(err)) from err
-        except (NotFound, InvalidTurnRequest) as err:
+        except (NotFound, InvalidRequest, UnsupportedRequest) as err:
             logger.warning("poison resume message", extra={**log, "reason": str(err)})
             raise PoisonMessage(str(err)) from err
         try:

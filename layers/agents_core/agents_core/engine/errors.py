@@ -1,5 +1,6 @@
 """Engine errors the web layer maps to statuses (kept apart so importing them is cheap)."""
 
 
-class InvalidTurnRequest(ValueError):
-    """The request cannot run as asked (unknown tool call ids, unsupported options). HTTP 400."""
+class InvalidRequest(ValueError):
+    """A turn or response cannot run as asked (call ids that do not match, toolgroups, tool
+    types this deployment lacks). HTTP 400."""

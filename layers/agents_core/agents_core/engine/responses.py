@@ -60,12 +60,11 @@ from ..inference.types import (
     TextDelta,
     ToolCallDelta,
     ToolSpec,
-    UnsupportedRequest,
     model_events,
 )
 from ..store.responses import ResponseStore
 from ..web.log import logger
-from .errors import InvalidTurnRequest
+from .errors import InvalidRequest
 
 
 def _id(prefix: str) -> str:
@@ -281,10 +280,7 @@ class ResponsesEngine:
             response_format=_response_format(text),
             temperature=body.temperature,
         )
-        try:
-            provider.check(request)
-        except UnsupportedRequest as err:
-            raise InvalidTurnRequest(str(err)) from err
+        provider.check(request)  # UnsupportedRequest: 400 before anything runs
         response = OpenAIResponseObjectWithInput(
             id=_id("resp"),
             created_at=int(time.time()),
@@ -313,7 +309,7 @@ def _function_tools(body: CreateOpenaiResponseRequest) -> list[ToolSpec]:
     specs = []
     for tool in body.tools or []:
         if not isinstance(tool, OpenAIResponseInputToolFunction):
-            raise InvalidTurnRequest(
+            raise InvalidRequest(
                 f"tool type '{tool.type}' is not available on this deployment; use function tools"
             )
         parameters = tool.parameters or {"type": "object", "properties": {}}
@@ -327,7 +323,7 @@ def _response_format(text: OpenAIResponseText) -> JsonSchemaResponseFormat | Non
         return None
     if fmt.type == "json_schema":
         if not fmt.schema_:
-            raise InvalidTurnRequest("text.format of type json_schema needs a schema")
+            raise InvalidRequest("text.format of type json_schema needs a schema")
         return JsonSchemaResponseFormat(json_schema=fmt.schema_)
     return JsonSchemaResponseFormat(json_schema={})  # json_object
 

@@ -53,7 +53,6 @@ from ..inference.types import (
     Finish,
     Provider,
     ProviderError,
-    UnsupportedRequest,
     model_events,
 )
 from ..inference.types import TextDelta as ModelText
@@ -71,7 +70,7 @@ from ..store.turns import (
 )
 from ..web.log import logger
 from . import messages as convert
-from .errors import InvalidTurnRequest
+from .errors import InvalidRequest
 
 
 @dataclass
@@ -486,7 +485,7 @@ class TurnEngine:
         stream: bool,
     ) -> TurnRun:
         if config.toolgroups or (body is not None and body.toolgroups):
-            raise InvalidTurnRequest(
+            raise InvalidRequest(
                 "toolgroups are not available on this deployment; use client_tools"
             )
         tool_config = (body.tool_config if body is not None else None) or config.tool_config
@@ -505,10 +504,7 @@ class TurnEngine:
             sampling=config.sampling_params,
             response_format=config.response_format,
         )
-        try:
-            provider.check(request)
-        except UnsupportedRequest as err:
-            raise InvalidTurnRequest(str(err)) from err
+        provider.check(request)  # UnsupportedRequest: 400 before anything runs
         return TurnRun(
             engine=self,
             agent_id=agent_id,
@@ -546,7 +542,7 @@ def _check_responses(pending: list[ToolCall], responses: list[ToolResponse]) -> 
     want = sorted(c.call_id for c in pending)
     got = sorted(r.call_id for r in responses)
     if want != got:
-        raise InvalidTurnRequest(
+        raise InvalidRequest(
             f"tool_responses must answer exactly the pending calls {want}; got {got}"
         )
 

@@ -13,7 +13,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..engine.errors import InvalidTurnRequest
+from ..engine.errors import InvalidRequest
+from ..inference.types import UnsupportedRequest
 from ..store import Conflict, InvalidInput, NotFound, TooLarge
 from .log import logger
 
@@ -35,30 +36,27 @@ def _detail(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
 
+#: Errors the stores and engines raise on purpose, and the status each means to a client.
+STATUS_OF = {
+    InvalidInput: 400,
+    InvalidRequest: 400,
+    UnsupportedRequest: 400,
+    NotFound: 404,
+    Conflict: 409,
+    TooLarge: 413,
+}
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return _detail(400, validation_message(list(exc.errors())))
 
-    @app.exception_handler(InvalidInput)
-    async def _unstorable(_: Request, exc: InvalidInput) -> JSONResponse:
-        return _detail(400, str(exc))
+    async def _known(_: Request, exc: Exception) -> JSONResponse:
+        return _detail(STATUS_OF[type(exc)], str(exc))
 
-    @app.exception_handler(InvalidTurnRequest)
-    async def _invalid_turn(_: Request, exc: InvalidTurnRequest) -> JSONResponse:
-        return _detail(400, str(exc))
-
-    @app.exception_handler(NotFound)
-    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return _detail(404, str(exc))
-
-    @app.exception_handler(Conflict)
-    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
-        return _detail(409, str(exc))
-
-    @app.exception_handler(TooLarge)
-    async def _too_large(_: Request, exc: TooLarge) -> JSONResponse:
-        return _detail(413, str(exc))
+    for error in STATUS_OF:
+        app.add_exception_handler(error, _known)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
