@@ -22,7 +22,7 @@ from . import keys
 from .dynamo import Table, condition_failed, expired, key
 from .errors import NotFound, TooLarge
 from .items import MAX_ITEM_BYTES, item_size, json_body, parse_body
-from .turns import assemble_turns
+from .turns import assemble_turns, read_session_head
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -192,7 +192,7 @@ class AgentStore:
 
     def delete_session(self, tenant: str, agent_id: str, session_id: str) -> None:
         self.get_agent(tenant, agent_id)
-        self._session_head(tenant, agent_id, session_id)
+        read_session_head(self._t, tenant, agent_id, session_id)
         self._delete_session_items(tenant, agent_id, session_id)
 
     def _delete_session_items(self, tenant: str, agent_id: str, session_id: str) -> None:
@@ -214,12 +214,6 @@ class AgentStore:
                 key(keys.agent_pk(tenant, agent_id), keys.session_ref_sk(session_id)),
             ]
         )
-
-    def _session_head(self, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
-        item = self._t.get(keys.session_pk(tenant, session_id), keys.SESSION)
-        if item is None or item["agent_id"]["S"] != agent_id or expired(item):
-            raise NotFound(f"Session {session_id} not found")
-        return item
 
 
 def _check_size(item: dict[str, Any], what: str) -> None:

@@ -51,7 +51,3 @@ def responses_gsi1pk(tenant: str) -> str:
 
 def responses_by_model_gsi2pk(tenant: str, model: str) -> str:
     return f"{_tenant(tenant)}#RESPONSES#MODEL#{model}"
-
-
-def input_item_sk(index: int) -> str:
-    return f"INPUT#{index:06d}"

@@ -393,10 +393,7 @@ class TurnStore:
         raise NotFound(f"Step {step_id} not found in turn {turn_id}")
 
     def session_head(self, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
-        item = self._t.get(keys.session_pk(tenant, session_id), keys.SESSION)
-        if item is None or item["agent_id"]["S"] != agent_id or expired(item):
-            raise NotFound(f"Session {session_id} not found")
-        return item
+        return read_session_head(self._t, tenant, agent_id, session_id)
 
     def _read_turn(self, pk: str, turn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
         sk = keys.turn_sk(turn_id)
@@ -423,6 +420,14 @@ class TurnStore:
             }
         )
         return [_adapter(Step).validate_json(attrs["body"]) for _, attrs in decode(items)]
+
+
+def read_session_head(table: Table, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
+    """The session item, if it exists, belongs to `agent_id` and has not expired."""
+    item = table.get(keys.session_pk(tenant, session_id), keys.SESSION)
+    if item is None or item["agent_id"]["S"] != agent_id or expired(item):
+        raise NotFound(f"Session {session_id} not found")
+    return item
 
 
 def assemble_turns(items: list[dict[str, Any]]) -> list[Turn]:
