@@ -22,6 +22,8 @@ class Settings:
     #: The queue of resume messages (AgentTurnResumeRequest JSON) and the turn lifecycle bus.
     resume_queue_name: str = "serverless-agents-resume"
     event_bus_name: str = "serverless-agents"
+    #: Inside Lambda the Web Adapter's request-context header is API Gateway's word, not a caller's.
+    trust_request_context_header: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -38,4 +40,5 @@ class Settings:
             turn_lease_seconds=int(os.environ.get("TURN_LEASE_SECONDS", cls.turn_lease_seconds)),
             resume_queue_name=os.environ.get("RESUME_QUEUE_NAME", cls.resume_queue_name),
             event_bus_name=os.environ.get("EVENT_BUS_NAME", cls.event_bus_name),
+            trust_request_context_header=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
         )

@@ -1,19 +1,25 @@
-"""Per-request context: the caller's tenant, the store, the correlation id.
+"""Per-request context: the caller's tenant, the services, the correlation id.
 
 The tenant is read from API Gateway's request context, never from anything the caller sends:
 the authorizer's principal id, else the IAM caller, else the API key id. Without any of them
-(local use) the tenant is `default`.
+(local use) the tenant is `default`. Buffered functions get the context in the event Mangum
+puts in the ASGI scope; streaming functions get it from the Lambda Web Adapter in the
+`x-amzn-request-context` header, which is trusted only inside Lambda (there the adapter sets it,
+replacing anything a caller sent; locally a caller could forge it).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import Request
 
 from ..services import Services
+from .log import logger
 
 DEFAULT_TENANT = "default"
+WEB_ADAPTER_HEADER = "x-amzn-request-context"
 
 
 def tenant_from_event(event: dict[str, Any] | None) -> str:
@@ -30,13 +36,28 @@ def tenant_from_event(event: dict[str, Any] | None) -> str:
     return DEFAULT_TENANT
 
 
-def request_id_from_event(event: dict[str, Any] | None) -> str | None:
-    return ((event or {}).get("requestContext") or {}).get("requestId")
+def request_event(request: Request) -> dict[str, Any] | None:
+    """The API Gateway event (or just its request context) this request came with, if any."""
+    event = request.scope.get("aws.event")
+    if event is not None:
+        return event
+    header = request.headers.get(WEB_ADAPTER_HEADER)
+    if header and request.app.state.services.settings.trust_request_context_header:
+        try:
+            return {"requestContext": json.loads(header)}
+        except ValueError:
+            return None
+    return None
 
 
 def tenant(request: Request) -> str:
-    """FastAPI dependency: the tenant of this request (Mangum puts the event in the scope)."""
-    return tenant_from_event(request.scope.get("aws.event"))
+    """FastAPI dependency: the tenant of this request. Also tags the request's log lines with
+    API Gateway's request id."""
+    event = request_event(request)
+    request_id = ((event or {}).get("requestContext") or {}).get("requestId")
+    if request_id:
+        logger.set_correlation_id(request_id)
+    return tenant_from_event(event)
 
 
 def get_services(request: Request) -> Services:
