@@ -76,11 +76,10 @@ def test_streaming_functions_read_the_tenant_from_the_web_adapter_header(service
     it decides the tenant inside Lambda, and is ignored outside (where anyone could send it)."""
     from dataclasses import replace
 
-    from fastapi.testclient import TestClient
-
     from agents_core.api.agents import AgentConfig
     from agents_core.web.app import create_app
     from agents_core.web.turns import turns_router
+    from fastapi.testclient import TestClient
 
     agent = services.agents.create_agent(
         "user-alice", AgentConfig(model="offline", instructions="x")
