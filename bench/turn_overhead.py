@@ -4,8 +4,8 @@ the model's own time, and the DynamoDB requests a turn makes.
 The local server (the same app `make run` serves) runs in this process with uvicorn, over a
 moto server in a process of its own; the model is a local OpenAI-compatible server that answers at once. The model's own time
 is a direct streaming call to it with the openai SDK; a turn's time runs from the request to its
-`turn_complete` event, over HTTP. Turn 1 is measured on fresh sessions, turn 100 as the last
-turns of one 100-turn session.
+`turn_complete` event, over HTTP. Turn 1 is measured on fresh sessions of one agent, turn 100 as
+the last turns of one 100-turn session.
 
     .venv/bin/python bench/turn_overhead.py [--sessions 30] [--turns 100]
 """

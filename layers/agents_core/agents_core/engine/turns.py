@@ -380,7 +380,7 @@ class TurnEngine:
             asyncio.to_thread(
                 self.turns.lock_for_new_turn, tenant, agent_id, session_id, turn.turn_id
             ),
-            asyncio.to_thread(self.agents.get_agent, tenant, agent_id),
+            asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
             asyncio.to_thread(self.turns.history, tenant, session_id),
             return_exceptions=True,
         )
@@ -441,7 +441,7 @@ class TurnEngine:
         paused_turn, paused_state = turn.model_copy(deep=True), TurnState(**vars(state))
         try:
             agent, (history, _) = await _all(
-                asyncio.to_thread(self.agents.get_agent, tenant, agent_id),
+                asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
                 asyncio.to_thread(self.turns.history, tenant, session_id),
             )
             now = _now()

@@ -27,6 +27,9 @@ from .turns import assemble_turns, read_session_head
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+AGENT_CACHE_SECONDS = 60
+AGENT_CACHE_SIZE = 256
+
 
 class AgentStore:
     def __init__(
@@ -38,6 +41,7 @@ class AgentStore:
     ) -> None:
         self._t = Table(client, table_name)
         self._ephemeral_ttl = ephemeral_session_ttl_seconds
+        self._agent_cache: dict[tuple[str, str], tuple[Agent, float]] = {}
 
     # --- agents ----------------------------------------------------------------------------
 
@@ -59,6 +63,20 @@ class AgentStore:
         if item is None or "deleting" in item:
             raise NotFound(f"Agent {agent_id} not found")
         return parse_body(Agent, item)
+
+    def agent_for_turn(self, tenant: str, agent_id: str) -> Agent:
+        """The agent, from this container's memory when read in the last minute. Agents never
+        change once created, and a turn on a deleted agent's session is refused by the session
+        lock (the delete removes the sessions), so a turn needs no fresh read."""
+        cache_key = (tenant, agent_id)
+        cached = self._agent_cache.get(cache_key)
+        if cached is not None and time.monotonic() - cached[1] < AGENT_CACHE_SECONDS:
+            return cached[0]
+        agent = self.get_agent(tenant, agent_id)
+        self._agent_cache[cache_key] = (agent, time.monotonic())
+        while len(self._agent_cache) > AGENT_CACHE_SIZE:
+            self._agent_cache.pop(next(iter(self._agent_cache)))
+        return agent
 
     def list_agents(self, tenant: str, start_index: int, limit: int) -> tuple[list[Agent], bool]:
         items, has_more = self._t.page(
