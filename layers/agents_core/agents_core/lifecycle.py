@@ -20,6 +20,9 @@ DETAIL_TYPES = {
 
 
 class TurnEventPublisher:
+    """`client` is an EventBridge client, or None to create one at the first publish: events go
+    out after the turn's last event has reached the caller, so nobody waits for that."""
+
     def __init__(self, client: Any, bus_name: str) -> None:
         self._events = client
         self.bus_name = bus_name
@@ -32,6 +35,10 @@ class TurnEventPublisher:
             "EventBusName": self.bus_name,
         }
         try:
+            if self._events is None:
+                from . import aws
+
+                self._events = aws.client("events", attempts=2)
             resp = self._events.put_events(Entries=[entry])
             if resp.get("FailedEntryCount"):
                 raise RuntimeError(resp["Entries"][0].get("ErrorMessage", "rejected"))

@@ -16,7 +16,7 @@ class Services:
     turns: TurnStore
     settings: Settings
     dynamodb: Any = None
-    events_client: Any = None  # EventBridge; created with the engine unless given
+    events_client: Any = None  # EventBridge; created at the first publish unless given
     _responses: Any = None
     _models: Any = None
     _engine: Any = None
@@ -50,12 +50,10 @@ class Services:
     def engine(self):
         """The turn engine, created on first use."""
         if self._engine is None:
-            from . import aws
             from .engine.turns import TurnEngine
             from .lifecycle import TurnEventPublisher
 
-            events = self.events_client or aws.client("events", attempts=2)
-            publisher = TurnEventPublisher(events, self.settings.event_bus_name)
+            publisher = TurnEventPublisher(self.events_client, self.settings.event_bus_name)
             self._engine = TurnEngine(self.agents, self.turns, self.models, publisher)
         return self._engine
 
