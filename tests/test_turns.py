@@ -323,7 +323,9 @@ def _running_turn(turn_id: str, session_id: str) -> Turn:
 
 def test_a_deleted_agent_takes_no_more_turns_even_from_a_warm_container(api, model):
     agent_id, session_id = new_session(api)
-    assert api.post(turn_url(agent_id, session_id), json={"messages": [user("hi")]}).status_code == 200
+    assert (
+        api.post(turn_url(agent_id, session_id), json={"messages": [user("hi")]}).status_code == 200
+    )
     assert api.delete(f"/v1/agents/{agent_id}").status_code == 204
     resp = api.post(turn_url(agent_id, session_id), json={"messages": [user("again")]})
     assert resp.status_code == 404

@@ -28,6 +28,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
+from . import metrics
 from .api.agents import AgentTurnResumeRequest, ToolExecutionStep
 from .engine.errors import InvalidRequest
 from .engine.turns import TurnFailed
@@ -74,8 +75,7 @@ class ResumeQueueWorker:
         try:
             request = AgentTurnResumeRequest.model_validate_json(record.body)
         except ValidationError as err:
-            logger.warning("poison resume message: invalid body", extra={**log, "error": str(err)})
-            raise PoisonMessage(f"invalid body: {err}") from err
+            raise _poison(log, f"invalid body: {err}") from err
         attributes = record.message_attributes
         tenant = DEFAULT_TENANT
         if TENANT_ATTRIBUTE in attributes:
@@ -91,21 +91,22 @@ class ResumeQueueWorker:
             answered = {r.call_id for r in request.tool_responses}
             if await asyncio.to_thread(self._already_answered, tenant, ids, answered):
                 logger.info("duplicate resume message acknowledged", extra=log)
+                metrics.count("ResumeMessagesDuplicate")
                 return
-            logger.warning("poison resume message", extra={**log, "reason": str(err)})
-            raise PoisonMessage(str(err)) from err
+            raise _poison(log, err) from err
         except (NotFound, InvalidRequest, UnsupportedRequest) as err:
-            logger.warning("poison resume message", extra={**log, "reason": str(err)})
-            raise PoisonMessage(str(err)) from err
+            raise _poison(log, err) from err
         try:
             turn = await run.result()
         except TurnFailed as failed:
             if failed.resumable:
                 logger.warning("model unavailable; resume will be retried", extra=log)
+                metrics.count("ResumeMessagesRetried")
                 raise ModelUnavailable(failed.message) from failed
             logger.warning("resumed turn failed", extra={**log, "reason": failed.message})
             return  # the turn is failed and stored; retrying cannot change that
         logger.info("turn resumed from the queue", extra={**log, "status": _status(turn)})
+        metrics.count("ResumeMessagesApplied")
 
     def _already_answered(self, tenant: str, ids: tuple[str, str, str], call_ids: set[str]) -> bool:
         try:
@@ -117,6 +118,12 @@ class ResumeQueueWorker:
             and {r.call_id for r in step.tool_responses} == call_ids
             for step in turn.steps
         )
+
+
+def _poison(log: dict[str, Any], reason: Any) -> PoisonMessage:
+    logger.warning("poison resume message", extra={**log, "reason": str(reason)})
+    metrics.count("ResumeMessagesPoison")
+    return PoisonMessage(str(reason))
 
 
 def _status(turn: Any) -> str:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import metrics
 from ..api.common import JsonSchemaResponseFormat
 from ..api.responses import (
     ContentPartAdded,
@@ -243,6 +244,7 @@ class ResponseRun:
         kind = {"completed": ResponseCompleted, "incomplete": ResponseIncomplete}.get(
             status, ResponseFailed
         )
+        metrics.count(f"Responses{status.capitalize()}")
         return self._event(kind, response=self._public())
 
     def _public(self) -> OpenAIResponseObject:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .. import metrics
 from ..api.agents import (
     AgentConfig,
     AgentTurnResponseEvent,
@@ -94,6 +95,12 @@ def _now() -> datetime:
 def _chunk(payload: Any) -> AgentTurnResponseStreamChunk:
     return AgentTurnResponseStreamChunk(event=AgentTurnResponseEvent(payload=payload))
 
+
+_TURN_METRIC = {
+    AWAITING_INPUT: "TurnsAwaitingInput",
+    COMPLETED: "TurnsCompleted",
+    FAILED: "TurnsFailed",
+}
 
 _PENDING_OUTPUT = CompletionMessage(content="", stop_reason=StopReason.end_of_message)
 
@@ -283,11 +290,12 @@ class TurnRun:
         return TurnFailed(err.status, str(err), self.turn.turn_id, resumable=True)
 
     async def _announce(self) -> None:
-        """Publish the turn's new state (paused, completed, failed) on the event bus."""
+        """Count the turn's new state (paused, completed, failed) and publish it on the bus."""
+        status = self.state.status
+        metrics.count(_TURN_METRIC[status])
         publisher = self.engine.publisher
         if publisher is None:
             return
-        status = self.state.status
         detail: dict[str, Any] = {
             "tenant": self.lock.tenant,
             "agent_id": self.agent_id,
