@@ -93,3 +93,18 @@ def test_response_format_is_refused_for_bedrock_before_anything_runs(api, bedroc
     resp = api.post(turn_url(agent_id, session_id), json={"messages": [user("x")]})
     assert resp.status_code == 400 and "response_format" in resp.json()["detail"]
     assert bedrock.requests == []
+
+
+def test_images_go_to_converse_as_bytes_and_links_are_refused(api, bedrock):
+    import base64
+
+    agent_id, session_id = new_session(api, model=MODEL)
+    png = base64.b64encode(b"\x89PNG fake").decode()
+    image = {"type": "image", "image": {"data": png}}
+    message = {"role": "user", "content": [{"type": "text", "text": "look"}, image]}
+    assert api.post(turn_url(agent_id, session_id), json={"messages": [message]}).status_code == 200
+    block = bedrock.requests[-1]["messages"][0]["content"][1]["image"]
+    assert block["format"] == "png" and base64.b64decode(block["source"]["bytes"]) == b"\x89PNG fake"
+    link = {"type": "image", "image": {"url": {"uri": "https://example.com/x.png"}}}
+    resp = api.post(turn_url(agent_id, session_id), json={"messages": [{"role": "user", "content": [link]}]})
+    assert resp.status_code == 400 and "data: URLs" in resp.json()["detail"]

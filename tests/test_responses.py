@@ -262,3 +262,21 @@ def test_running_out_of_tokens_is_incomplete(client, model):
     response = client.responses.create(model="m", input="long story")
     assert response.status == "incomplete"
     assert response.incomplete_details.reason == "max_output_tokens"
+
+
+def test_images_reach_the_model(client, model):
+    pixel = "data:image/png;base64,iVBORw0KGgo="
+    client.responses.create(
+        model="m",
+        input=[{"role": "user", "content": [
+            {"type": "input_text", "text": "What is in these?"},
+            {"type": "input_image", "image_url": "https://example.com/cat.png"},
+            {"type": "input_image", "image_url": pixel},
+        ]}],
+    )
+    content = model.requests[-1]["messages"][-1]["content"]
+    assert content == [
+        {"type": "text", "text": "What is in these?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        {"type": "image_url", "image_url": {"url": pixel}},
+    ]

@@ -369,11 +369,25 @@ def test_outcomes_are_counted_as_embedded_metrics(services, model, capsys):
     async def scenario():
         ids, _ = await paused_turn(services, model)
         model.reply(text="done")
-        await ResumeQueueWorker(services).handle(batch(record(ids, "ok"), record(ids, "dup"), record(ids, "bad", "{")))
+        await ResumeQueueWorker(services).handle(
+            batch(record(ids, "ok"), record(ids, "dup"), record(ids, "bad", "{"))
+        )
 
     asyncio.run(scenario())
-    metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"CloudWatchMetrics"' in line]
+    metrics = [
+        json.loads(line)
+        for line in capsys.readouterr().out.splitlines()
+        if '"CloudWatchMetrics"' in line
+    ]
     names = [m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"] for m in metrics]
-    assert all(m["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "serverless-agents" for m in metrics)
-    for name in ("TurnsAwaitingInput", "TurnsCompleted", "ResumeMessagesApplied", "ResumeMessagesDuplicate", "ResumeMessagesPoison"):
+    assert all(
+        m["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "serverless-agents" for m in metrics
+    )
+    for name in (
+        "TurnsAwaitingInput",
+        "TurnsCompleted",
+        "ResumeMessagesApplied",
+        "ResumeMessagesDuplicate",
+        "ResumeMessagesPoison",
+    ):
         assert names.count(name) == 1, (name, names)

@@ -329,3 +329,18 @@ def test_a_deleted_agent_takes_no_more_turns_even_from_a_warm_container(api, mod
     assert api.delete(f"/v1/agents/{agent_id}").status_code == 204
     resp = api.post(turn_url(agent_id, session_id), json={"messages": [user("again")]})
     assert resp.status_code == 404
+
+
+def test_image_content_reaches_the_model(api, model):
+    agent_id, session_id = new_session(api)
+    content = [
+        {"type": "text", "text": "Describe:"},
+        {"type": "image", "image": {"url": {"uri": "https://example.com/dog.jpg"}}},
+        {"type": "image", "image": {"data": "iVBORw0KGgo="}},
+    ]
+    api.post(turn_url(agent_id, session_id), json={"messages": [{"role": "user", "content": content}]})
+    assert model.requests[-1]["messages"][-1]["content"] == [
+        {"type": "text", "text": "Describe:"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/dog.jpg"}},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+    ]

@@ -42,8 +42,19 @@ def content_text(content: InterleavedContent | URL | None) -> str:
     if isinstance(content, TextContentItem):
         return content.text
     if isinstance(content, ImageContentItem):
-        return "[image]"
+        return ""  # images travel as images (content_images)
     return "".join(content_text(item) for item in content)
+
+
+def content_images(content: InterleavedContent | URL | None) -> list[str]:
+    """Image items of interleaved content as URLs (inline data as a data: URL)."""
+    if content is None or isinstance(content, str | URL | TextContentItem):
+        return []
+    if isinstance(content, ImageContentItem):
+        if content.image.url is not None:
+            return [content.image.url.uri]
+        return [f"data:image/png;base64,{content.image.data}"] if content.image.data else []
+    return [url for item in content for url in content_images(item)]
 
 
 def input_messages(
@@ -55,7 +66,7 @@ def input_messages(
             text = content_text(message.content)
             if message.context is not None:
                 text = f"{text}\n\n{content_text(message.context)}"
-            out.append(ChatMessage("user", text))
+            out.append(ChatMessage("user", text, images=content_images(message.content)))
         else:
             out.append(
                 ChatMessage("tool", content_text(message.content), tool_call_id=message.call_id)

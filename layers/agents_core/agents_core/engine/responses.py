@@ -350,13 +350,21 @@ def _input_items(value: str | list[Any]) -> list[Any]:
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    parts = []
-    for part in content:
-        if isinstance(part, OpenAIResponseInputMessageContentImage):
-            parts.append(f"[image: {part.image_url}]" if part.image_url else "[image]")
-        else:
-            parts.append(part.text)
-    return "".join(parts)
+    return "".join(
+        part.text
+        for part in content
+        if not isinstance(part, OpenAIResponseInputMessageContentImage)
+    )
+
+
+def _content_images(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return []
+    return [
+        part.image_url
+        for part in content
+        if isinstance(part, OpenAIResponseInputMessageContentImage) and part.image_url
+    ]
 
 
 def _input_messages(items: list[Any]) -> list[ChatMessage]:
@@ -364,7 +372,8 @@ def _input_messages(items: list[Any]) -> list[ChatMessage]:
     for item in items:
         if isinstance(item, OpenAIResponseMessage):
             role = {"developer": "system"}.get(item.role, item.role)
-            messages.append(ChatMessage(role, _content_text(item.content)))
+            text, images = _content_text(item.content), _content_images(item.content)
+            messages.append(ChatMessage(role, text, images=images))
         elif isinstance(item, OpenAIResponseOutputMessageFunctionToolCall):
             call = ChatToolCall(item.call_id, item.name, item.arguments)
             if messages and messages[-1].role == "assistant":

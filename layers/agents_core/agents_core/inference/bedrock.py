@@ -38,6 +38,9 @@ class BedrockProvider:
 
     def check(self, request: ChatRequest) -> None:
         self._params(request)
+        for message in request.messages:
+            for url in message.images:
+                _image_block(url)
 
     async def complete(self, request: ChatRequest) -> list[ChatEvent]:
         params = self._params(request)
@@ -198,6 +201,7 @@ def _messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
             ]
         else:
             blocks = [{"text": message.content}] if message.content else []
+            blocks += [_image_block(url) for url in message.images]
             for call in message.tool_calls:
                 try:
                     args = json.loads(call.arguments or "{}")
@@ -209,6 +213,23 @@ def _messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
         else:
             out.append({"role": role, "content": blocks or [{"text": " "}]})
     return out
+
+
+def _image_block(url: str) -> dict[str, Any]:
+    """Converse takes image bytes, not URLs: a data: URL (png, jpeg, gif, webp) is decoded."""
+    import base64
+    import re
+
+    found = re.match(r"data:image/(png|jpeg|jpg|gif|webp);base64,(.*)", url, re.DOTALL)
+    if not found:
+        raise UnsupportedRequest("Bedrock models take images as data: URLs (base64), not links")
+    kind, data = found.groups()
+    return {
+        "image": {
+            "format": "jpeg" if kind == "jpg" else kind,
+            "source": {"bytes": base64.b64decode(data)},
+        }
+    }
 
 
 def _usage(usage: dict[str, Any] | None) -> Usage | None:

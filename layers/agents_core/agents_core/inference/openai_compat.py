@@ -159,4 +159,10 @@ def _message(message: ChatMessage) -> dict[str, Any]:
         data["content"] = message.content or None
     if message.tool_call_id:
         data["tool_call_id"] = message.tool_call_id
+    if message.images:
+        parts: list[dict[str, Any]] = (
+            [{"type": "text", "text": message.content}] if message.content else []
+        )
+        parts += [{"type": "image_url", "image_url": {"url": url}} for url in message.images]
+        data["content"] = parts
     return data

@@ -26,6 +26,7 @@ class ChatMessage:
     content: str = ""
     tool_calls: list[ChatToolCall] = field(default_factory=list)
     tool_call_id: str | None = None  # role "tool": the call this answers
+    images: list[str] = field(default_factory=list)  # image URLs or data: URLs, after the text
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -41,6 +42,7 @@ class ChatMessage:
             content=data.get("content", ""),
             tool_calls=calls,
             tool_call_id=data.get("tool_call_id"),
+            images=data.get("images", []),
         )
 
 
