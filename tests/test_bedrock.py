@@ -104,7 +104,11 @@ def test_images_go_to_converse_as_bytes_and_links_are_refused(api, bedrock):
     message = {"role": "user", "content": [{"type": "text", "text": "look"}, image]}
     assert api.post(turn_url(agent_id, session_id), json={"messages": [message]}).status_code == 200
     block = bedrock.requests[-1]["messages"][0]["content"][1]["image"]
-    assert block["format"] == "png" and base64.b64decode(block["source"]["bytes"]) == b"\x89PNG fake"
+    assert (
+        block["format"] == "png" and base64.b64decode(block["source"]["bytes"]) == b"\x89PNG fake"
+    )
     link = {"type": "image", "image": {"url": {"uri": "https://example.com/x.png"}}}
-    resp = api.post(turn_url(agent_id, session_id), json={"messages": [{"role": "user", "content": [link]}]})
+    resp = api.post(
+        turn_url(agent_id, session_id), json={"messages": [{"role": "user", "content": [link]}]}
+    )
     assert resp.status_code == 400 and "data: URLs" in resp.json()["detail"]

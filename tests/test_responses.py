@@ -268,11 +268,16 @@ def test_images_reach_the_model(client, model):
     pixel = "data:image/png;base64,iVBORw0KGgo="
     client.responses.create(
         model="m",
-        input=[{"role": "user", "content": [
-            {"type": "input_text", "text": "What is in these?"},
-            {"type": "input_image", "image_url": "https://example.com/cat.png"},
-            {"type": "input_image", "image_url": pixel},
-        ]}],
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "What is in these?"},
+                    {"type": "input_image", "image_url": "https://example.com/cat.png"},
+                    {"type": "input_image", "image_url": pixel},
+                ],
+            }
+        ],
     )
     content = model.requests[-1]["messages"][-1]["content"]
     assert content == [

@@ -338,7 +338,9 @@ def test_image_content_reaches_the_model(api, model):
         {"type": "image", "image": {"url": {"uri": "https://example.com/dog.jpg"}}},
         {"type": "image", "image": {"data": "iVBORw0KGgo="}},
     ]
-    api.post(turn_url(agent_id, session_id), json={"messages": [{"role": "user", "content": content}]})
+    api.post(
+        turn_url(agent_id, session_id), json={"messages": [{"role": "user", "content": content}]}
+    )
     assert model.requests[-1]["messages"][-1]["content"] == [
         {"type": "text", "text": "Describe:"},
         {"type": "image_url", "image_url": {"url": "https://example.com/dog.jpg"}},
