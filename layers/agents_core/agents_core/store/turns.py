@@ -294,16 +294,17 @@ class TurnStore:
     def revert(self, lock: SessionLock, turn: Turn, state: TurnState, step_ids: list[str]) -> None:
         """Put a resumed turn back as it was when paused: remove the steps written since, then
         write the paused turn and park the lock (awaiting input) again."""
-        doomed = []
-        for step_id in step_ids:
-            sk = keys.step_sk(turn.turn_id, step_id)
-            doomed += self._t.query_all(
-                {
-                    "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
-                    "ExpressionAttributeValues": {":pk": {"S": lock.pk}, ":s": {"S": sk}},
-                    "ProjectionExpression": "SK",
-                }
-            )
+        prefix = f"STEP#{turn.turn_id}#"
+        written = {keys.step_sk(turn.turn_id, step_id) for step_id in step_ids}
+        steps = self._t.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
+                "ExpressionAttributeValues": {":pk": {"S": lock.pk}, ":s": {"S": prefix}},
+                "ProjectionExpression": "SK",
+            }
+        )
+        # A step's parts share its key as a prefix: `{step SK}#PART#n`.
+        doomed = [i for i in steps if i["SK"]["S"].split("#PART#")[0] in written]
         self._t.delete_all([key(lock.pk, item["SK"]["S"]) for item in doomed])
         self.end_turn(lock, turn, state)
 
