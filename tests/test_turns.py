@@ -346,3 +346,49 @@ def test_image_content_reaches_the_model(api, model):
         {"type": "image_url", "image_url": {"url": "https://example.com/dog.jpg"}},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
     ]
+
+
+def test_a_session_with_a_running_turn_is_not_deleted_under_it(api, services, model, dynamodb):
+    agent_id, session_id = new_session(api)
+    services.turns.lock_for_new_turn("default", agent_id, session_id, "turn-running")
+    before = dynamodb.scan(TableName=TABLE)["Items"]
+    resp = api.delete(f"/v1/agents/{agent_id}/session/{session_id}")
+    assert resp.status_code == 409 and "running" in resp.json()["detail"]
+    assert resp.status_code == 409 and api.delete(f"/v1/agents/{agent_id}").status_code == 409
+    assert api.get(f"/v1/agents/{agent_id}/session/{session_id}").status_code == 200
+    assert len(dynamodb.scan(TableName=TABLE)["Items"]) == len(before)
+
+
+def test_deleting_a_session_with_a_paused_turn_ends_it(api, model):
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    model.reply(tool_calls=[("get_weather", '{"city": "Bern"}')])
+    paused = api.post(url, json={"messages": [user("Bern?")]}).json()
+    call = paused["output_message"]["tool_calls"][0]
+    assert api.delete(f"/v1/agents/{agent_id}/session/{session_id}").status_code == 204
+    body = {
+        "tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": "x"}]
+    }
+    assert api.post(f"{url}/{paused['turn_id']}/resume", json=body).status_code == 404
+
+
+def test_a_session_delete_cut_short_hides_the_session_and_a_retry_finishes(api, services, dynamodb):
+    from agents_core.store import keys
+
+    agent_id, session_id = new_session(api)
+    dynamodb.update_item(
+        TableName=TABLE,
+        Key={"PK": {"S": keys.session_pk("default", session_id)}, "SK": {"S": keys.SESSION}},
+        UpdateExpression="SET deleting = :t",
+        ExpressionAttributeValues={":t": {"BOOL": True}},
+    )
+    assert api.get(f"/v1/agents/{agent_id}/session/{session_id}").status_code == 404
+    assert (
+        api.post(turn_url(agent_id, session_id), json={"messages": [user("x")]}).status_code == 404
+    )
+    assert api.delete(f"/v1/agents/{agent_id}/session/{session_id}").status_code == 204
+    assert all(
+        session_id not in i["PK"]["S"] + i["SK"]["S"]
+        for i in dynamodb.scan(TableName=TABLE)["Items"]
+    )
+    assert api.delete(f"/v1/agents/{agent_id}/session/{session_id}").status_code == 404

@@ -19,10 +19,10 @@ from botocore.exceptions import ClientError
 from ..api.agents import Agent, AgentConfig, Session
 from ..ids import new_id
 from . import keys
-from .dynamo import Table, condition_failed, expired, key
-from .errors import NotFound, TooLarge
+from .dynamo import Table, condition_failed, key
+from .errors import Conflict, NotFound, TooLarge
 from .items import MAX_ITEM_BYTES, item_size, json_body, parse_body
-from .turns import assemble_turns, read_session_head
+from .turns import assemble_turns, session_gone
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -177,7 +177,7 @@ class AgentStore:
             }
         )
         head = items[0] if items and items[0]["SK"]["S"] == keys.SESSION else None
-        if head is None or head["agent_id"]["S"] != agent_id or expired(head):
+        if session_gone(head, agent_id):
             raise NotFound(f"Session {session_id} not found")
         session = parse_body(Session, head)
         turns = assemble_turns(items[1:])
@@ -209,13 +209,42 @@ class AgentStore:
         return [parse_body(Session, item) for item in items], has_more
 
     def delete_session(self, tenant: str, agent_id: str, session_id: str) -> None:
+        """Also finishes a delete that was cut short (the session is then marked deleting)."""
         self.get_agent(tenant, agent_id)
-        read_session_head(self._t, tenant, agent_id, session_id)
+        head = self._t.get(keys.session_pk(tenant, session_id), keys.SESSION)
+        if head is None or head["agent_id"]["S"] != agent_id:
+            raise NotFound(f"Session {session_id} not found")
         self._delete_session_items(tenant, agent_id, session_id)
 
     def _delete_session_items(self, tenant: str, agent_id: str, session_id: str) -> None:
-        """Turns and steps first, then the session and its entry under the agent."""
+        """Mark the session deleting (no turn may start or resume; refused while a turn is
+        running, which would write after the delete), then turns and steps, then the session
+        and its entry under the agent."""
         pk = keys.session_pk(tenant, session_id)
+        now = str(int(time.time()))
+        try:
+            self._t.client.update_item(
+                TableName=self._t.name,
+                Key=key(pk, keys.SESSION),
+                UpdateExpression="SET deleting = :t",
+                ConditionExpression=(
+                    "attribute_exists(PK) AND NOT (active_state = :run AND lease_until > :now)"
+                ),
+                ExpressionAttributeValues={
+                    ":t": {"BOOL": True},
+                    ":run": {"S": "running"},
+                    ":now": {"N": now},
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+            if "Item" in err.response:  # it exists, so a turn is running
+                raise Conflict(
+                    f"Session {session_id} has a turn running; delete it when the turn ends"
+                ) from err
+            # Already gone (a delete cut short): finish removing what is left.
         children = self._t.query_all(
             {
                 "KeyConditionExpression": "PK = :pk",

@@ -112,7 +112,8 @@ class TurnStore:
                 Key=key(keys.session_pk(tenant, session_id), keys.SESSION),
                 UpdateExpression="SET active_turn = :t, active_state = :run, lease_until = :lease",
                 ConditionExpression=(
-                    "agent_id = :a AND (attribute_not_exists(expires_at) OR expires_at > :now) AND "
+                    "agent_id = :a AND attribute_not_exists(deleting) AND "
+                    "(attribute_not_exists(expires_at) OR expires_at > :now) AND "
                     "(attribute_not_exists(active_turn) OR "
                     "(active_state = :run AND lease_until < :now))"
                 ),
@@ -152,6 +153,7 @@ class TurnStore:
                             "UpdateExpression": "SET active_state = :run, lease_until = :lease",
                             "ConditionExpression": (
                                 "agent_id = :a AND active_turn = :t AND active_state = :wait"
+                                " AND attribute_not_exists(deleting)"
                             ),
                             "ExpressionAttributeValues": {
                                 ":a": {"S": agent_id},
@@ -182,7 +184,7 @@ class TurnStore:
                 raise
             reasons = err.response.get("CancellationReasons") or [{}]
             session = reasons[0].get("Item")
-            if session is None or session["agent_id"]["S"] != agent_id or expired(session):
+            if session_gone(session, agent_id):
                 raise NotFound(f"Session {session_id} not found") from err
             raise Conflict(f"Turn {turn_id} is not awaiting input") from err
         session = self._t.get(pk, keys.SESSION) or {}
@@ -203,7 +205,7 @@ class TurnStore:
                 raise
 
     def _refuse(self, session: dict[str, Any] | None, agent_id: str, session_id: str) -> None:
-        if session is None or session["agent_id"]["S"] != agent_id or expired(session):
+        if session_gone(session, agent_id):
             raise NotFound(f"Session {session_id} not found")
         turn = session.get("active_turn", {}).get("S")
         if session.get("active_state", {}).get("S") == AWAITING_INPUT:
@@ -426,9 +428,19 @@ class TurnStore:
 def read_session_head(table: Table, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
     """The session item, if it exists, belongs to `agent_id` and has not expired."""
     item = table.get(keys.session_pk(tenant, session_id), keys.SESSION)
-    if item is None or item["agent_id"]["S"] != agent_id or expired(item):
+    if session_gone(item, agent_id):
         raise NotFound(f"Session {session_id} not found")
     return item
+
+
+def session_gone(session: dict[str, Any] | None, agent_id: str) -> bool:
+    """Missing, another agent's, expired, or being deleted: not found, to every caller."""
+    return (
+        session is None
+        or session["agent_id"]["S"] != agent_id
+        or expired(session)
+        or "deleting" in session
+    )
 
 
 def assemble_turns(items: list[dict[str, Any]]) -> list[Turn]:
