@@ -84,3 +84,59 @@ def test_client_sees_validation_errors_as_400(server):
             }
         )
     assert "tool_choice is deprecated" in str(err.value)
+
+
+def test_make_run_resumes_turns_from_its_queue(server):
+    """The local server made the resume queue and polls it with the Lambda's worker."""
+    import json
+    import re
+    import time
+
+    import boto3
+
+    base, banner = server
+    endpoint = re.search(r"AWS endpoint (\S+)", banner).group(1)
+    assert (
+        "queue serverless-agents-resume (polled here)" in banner
+        and "bus serverless-agents" in banner
+    )
+    tool = {
+        "name": "get_weather",
+        "description": "Weather",
+        "parameters": [
+            {"name": "city", "parameter_type": "string", "description": "City", "required": True}
+        ],
+    }
+    config = {"model": "offline", "instructions": "x", "client_tools": [tool]}
+    agent = httpx.post(f"{base}/v1/agents", json={"agent_config": config}).json()["agent_id"]
+    session = httpx.post(f"{base}/v1/agents/{agent}/session", json={"session_name": "q"}).json()[
+        "session_id"
+    ]
+    turns = f"{base}/v1/agents/{agent}/session/{session}/turn"
+    paused = httpx.post(
+        turns, json={"messages": [{"role": "user", "content": "use get_weather city=Oslo"}]}
+    ).json()
+    call = paused["output_message"]["tool_calls"][0]
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    url = sqs.get_queue_url(QueueName="serverless-agents-resume")["QueueUrl"]
+    body = {
+        "agent_id": agent,
+        "session_id": session,
+        "turn_id": paused["turn_id"],
+        "tool_responses": [
+            {"call_id": call["call_id"], "tool_name": "get_weather", "content": "-5C"}
+        ],
+    }
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+    for _ in range(100):
+        turn = httpx.get(f"{turns}/{paused['turn_id']}").json()
+        if turn["completed_at"]:
+            break
+        time.sleep(0.1)
+    assert turn["output_message"]["content"] == "Tool result: -5C"
