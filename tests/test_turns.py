@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import boto3
 import pytest
 from agents_core.api.agents import AgentConfig, Turn
 from agents_core.api.common import CompletionMessage, UserMessage
@@ -11,7 +12,7 @@ from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.store import Conflict
 from agents_core.store.items import item_size
-from agents_core.store.turns import FAILED, RUNNING, TurnState, TurnStore
+from agents_core.store.turns import COMPLETED, FAILED, RUNNING, TurnState, TurnStore
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.turns import resume_router, turns_router
@@ -304,7 +305,8 @@ def test_one_turn_at_a_time_and_a_dead_turns_lease_expires(services, store):
     dead = TurnStore(services.turns._t.client, TABLE, lease_seconds=-1)
     session = store.create_session("t", agent.agent_id, "s")
     lock = dead.lock_for_new_turn("t", agent.agent_id, session.session_id, "turn-c")
-    dead.put_turn(lock, _running_turn("turn-c", session.session_id), TurnState(RUNNING))
+    running = _running_turn("turn-c", session.session_id)
+    dead.put_running(dead.running_record(lock, running, TurnState(RUNNING)))
     services.turns.lock_for_new_turn("t", agent.agent_id, session.session_id, "turn-d")
     _, state = services.turns.get_turn_state("t", agent.agent_id, session.session_id, "turn-c")
     assert state.status == FAILED
@@ -392,3 +394,60 @@ def test_a_session_delete_cut_short_hides_the_session_and_a_retry_finishes(api, 
         for i in dynamodb.scan(TableName=TABLE)["Items"]
     )
     assert api.delete(f"/v1/agents/{agent_id}/session/{session_id}").status_code == 404
+
+
+def test_containers_taking_turns_on_one_session_each_send_the_whole_history(dynamodb, model):
+    """Two warm containers alternate on a session: each remembers what it read or wrote, asks
+    only for what it missed, and asks nothing when it ran the session's last turn itself."""
+    model.reset()
+    containers = []
+    for _ in range(2):
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        settings = Settings(table_name=TABLE, openai_base_url=model.url)
+        services = build_services(settings, client)
+        app = create_app(agents_router, turns_router, services=services)
+        queries: list[str] = []
+        client.meta.events.register(
+            "before-call.dynamodb.Query", lambda params, q=queries, **_: q.append("Query")
+        )
+        containers.append((TestClient(app), queries))
+    (a, a_queries), (b, _) = containers
+    agent_id, session_id = new_session(a)
+    for n, api in enumerate([a, b, a, a, b, a], 1):
+        a_queries.clear()
+        resp = api.post(turn_url(agent_id, session_id), json={"messages": [user(f"q{n}")]})
+        assert resp.status_code == 200
+        users = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
+        assert users == [f"q{i}" for i in range(1, n + 1)]
+        if api is a:
+            # Turn 1: a new session (one history query); turns 3 and 6: catching up with b;
+            # turn 4: a ran turn 3, so it reads no history at all.
+            assert len(a_queries) == (0 if n == 4 else 1), n
+
+
+def test_a_running_record_that_lands_after_the_turns_end_changes_nothing(services, store):
+    agent = store.create_agent("t", AgentConfig(model="m", instructions="i"))
+    session = store.create_session("t", agent.agent_id, "s")
+    turns = services.turns
+    lock = turns.lock_for_new_turn("t", agent.agent_id, session.session_id, "turn-a")
+    turn = _running_turn("turn-a", session.session_id)
+    late = turns.running_record(lock, turn, TurnState(RUNNING))
+    turn.output_message = CompletionMessage(content="done", stop_reason="end_of_turn")
+    turns.end_turn(lock, turn, TurnState(COMPLETED, iterations=1), history=[])
+    turns.put_running(late)
+    stored, state = turns.get_turn_state("t", agent.agent_id, session.session_id, "turn-a")
+    assert state.status == COMPLETED
+    assert stored.output_message.content == "done"
+
+
+def test_a_turn_with_an_input_over_the_item_limit_is_stored_whole(api, model, dynamodb):
+    agent_id, session_id = new_session(api)
+    big = "word " * 120_000  # 600 KB: the running record and the finished turn both go in parts
+    model.reply(text="short answer")
+    done = api.post(turn_url(agent_id, session_id), json={"messages": [user(big)]})
+    assert done.status_code == 200
+    stored = api.get(f"{turn_url(agent_id, session_id)}/{done.json()['turn_id']}").json()
+    assert stored["input_messages"][0]["content"] == big
+    assert stored["output_message"]["content"] == "short answer"
+    items = dynamodb.scan(TableName=TABLE)["Items"]
+    assert max(item_size(i) for i in items) < 400 * 1024

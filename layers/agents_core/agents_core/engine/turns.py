@@ -120,15 +120,35 @@ class TurnRun:
     max_iterations: int
     stream: bool
     prelude: list[Step] = field(default_factory=list)
-    recorded: asyncio.Task | None = None  # the write of the running turn, if still under way
+    recorded: asyncio.Task | None = None  # the write of the running turn, if not yet awaited
+    record_first: bool = False  # it must land before the turn's end is written (see store)
     #: For a queued resume: the paused turn to go back to if the model fails (SQS retries).
     revert_to: tuple[Turn, TurnState] | None = None
     written_steps: list[str] = field(default_factory=list)
 
-    async def _written(self) -> None:
-        if self.recorded is not None:
-            task, self.recorded = self.recorded, None
+    async def _record_landed(self) -> None:
+        """Wait for the running turn's record. Its loss only hides a running turn from readers:
+        the turn's end is written whole either way."""
+        if self.recorded is None:
+            return
+        task, self.recorded = self.recorded, None
+        try:
             await task
+        except Exception:
+            logger.exception("could not record running turn", extra={"turn_id": self.turn.turn_id})
+
+    async def _write_end(
+        self, history: list[dict[str, Any]] | None = None, steps: tuple[Step, ...] = ()
+    ) -> None:
+        """Write the turn's end (paused, completed, failed) and release or park the lock."""
+        if self.record_first:
+            await self._record_landed()
+        try:
+            await asyncio.to_thread(
+                self.engine.turns.end_turn, self.lock, self.turn, self.state, history, steps
+            )
+        finally:
+            await self._record_landed()
 
     async def result(self) -> Turn:
         """Run to the end without streaming: the Turn, or TurnFailed."""
@@ -274,7 +294,6 @@ class TurnRun:
         )
 
     async def _save_step(self, step: Step) -> None:
-        await self._written()
         await asyncio.to_thread(self.engine.turns.save_step, self.lock, step)
         self.written_steps.append(step.step_id)
         self.turn.steps.append(step)
@@ -282,7 +301,6 @@ class TurnRun:
     async def _revert(self, err: ProviderError) -> TurnFailed:
         """Undo this continuation: its steps go, the turn awaits the same tool results again."""
         paused_turn, paused_state = self.revert_to
-        await self._written()
         await asyncio.to_thread(
             self.engine.turns.revert, self.lock, paused_turn, paused_state, self.written_steps
         )
@@ -328,11 +346,7 @@ class TurnRun:
         self.turn.completed_at = _now()
         self.state.status = COMPLETED
         self.state.pending_calls = []
-        history = [m.to_dict() for m in convert.turn_messages(self.turn)]
-        await self._written()
-        await asyncio.to_thread(
-            self.engine.turns.end_turn, self.lock, self.turn, self.state, history, steps
-        )
+        await self._write_end([m.to_dict() for m in convert.turn_messages(self.turn)], steps)
         return _chunk(AgentTurnResponseTurnCompletePayload(turn=self.turn))
 
     async def _pause(
@@ -341,8 +355,7 @@ class TurnRun:
         self.turn.output_message = output.model_copy(update={"tool_calls": pending})
         self.state.status = AWAITING_INPUT
         self.state.pending_calls = pending
-        await self._written()
-        await asyncio.to_thread(self.engine.turns.end_turn, self.lock, self.turn, self.state)
+        await self._write_end()
         return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
 
     async def _fail(self, status: int, message: str) -> TurnFailed:
@@ -350,8 +363,7 @@ class TurnRun:
         self.state.error = message
         self.turn.completed_at = _now()
         try:
-            await self._written()
-            await asyncio.to_thread(self.engine.turns.end_turn, self.lock, self.turn, self.state)
+            await self._write_end()
         except Exception:  # the lease expires on its own; the client still learns why
             logger.exception("could not record failed turn", extra={"turn_id": self.turn.turn_id})
         return TurnFailed(status, message, self.turn.turn_id)
@@ -382,26 +394,33 @@ class TurnEngine:
             started_at=_now(),
         )
         state = TurnState(RUNNING)
-        # Lock, agent and history in one round trip; the history read is checked against the
-        # lock's view of the session's last turn and read again in the rare case it raced one.
-        locked, agent, history = await asyncio.gather(
+        # One round trip before the model call: the lock, the agent (a warm container has it)
+        # and, unless this container remembers it, the session's history. The history is
+        # checked against the lock's view of the session's last turn, and read (again) only when
+        # it falls short: a remembered one when another container ran the last turn, a fresh
+        # one when a turn finished in between.
+        reads = [
             asyncio.to_thread(
                 self.turns.lock_for_new_turn, tenant, agent_id, session_id, turn.turn_id
             ),
             asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
-            asyncio.to_thread(self.turns.history, tenant, session_id),
-            return_exceptions=True,
-        )
+        ]
+        if not self.turns.remembers(tenant, session_id):
+            reads.append(asyncio.to_thread(self.turns.history, tenant, session_id))
+        locked, agent, *history = await asyncio.gather(*reads, return_exceptions=True)
         if isinstance(locked, BaseException):
             raise locked
         lock = locked
         try:
-            for result in (agent, history):
+            for result in (agent, *history):
                 if isinstance(result, BaseException):
                     raise result
-            messages, seen = history
-            if lock.previous_turn and lock.previous_turn != seen:
-                messages, _ = await asyncio.to_thread(self.turns.history, tenant, session_id)
+            if history and lock.previous_turn in (None, history[0][1]):
+                messages = history[0][0]
+            else:
+                messages, _ = await asyncio.to_thread(
+                    self.turns.history, tenant, session_id, lock.previous_turn
+                )
             new = convert.input_messages(body.messages, body.documents)
             run = self._run(
                 lock,
@@ -414,14 +433,13 @@ class TurnEngine:
                 body,
                 bool(body.stream),
             )
+            record = self.turns.running_record(lock, turn, state)
         except BaseException:
             await asyncio.to_thread(self.turns.release, lock)
             raise
-        # The running turn is recorded while the model works; the turn waits for it before
-        # writing anything else.
-        run.recorded = asyncio.create_task(
-            asyncio.to_thread(self.turns.put_turn, lock, turn, state)
-        )
+        # The running turn is recorded while the model works.
+        run.recorded = asyncio.create_task(asyncio.to_thread(self.turns.put_running, record))
+        run.record_first = record.in_parts
         return run
 
     async def resume_turn(
@@ -450,7 +468,7 @@ class TurnEngine:
         try:
             agent, (history, _) = await _all(
                 asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
-                asyncio.to_thread(self.turns.history, tenant, session_id),
+                asyncio.to_thread(self.turns.history, tenant, session_id, lock.previous_turn),
             )
             now = _now()
             by_id = {r.call_id: r for r in tool_responses}

@@ -76,6 +76,18 @@ class TurnState:
 
 
 @dataclass
+class RunningRecord:
+    """A running turn's items. In parts (an input over DynamoDB's item limit), it must land
+    before the turn's end is written, whose parts have the same keys."""
+
+    items: list[dict[str, Any]]
+
+    @property
+    def in_parts(self) -> bool:
+        return len(self.items) > 1
+
+
+@dataclass
 class SessionLock:
     """The lock a turn holds; `expires_at` is the session's TTL, copied onto every item."""
 
@@ -188,7 +200,8 @@ class TurnStore:
                 raise NotFound(f"Session {session_id} not found") from err
             raise Conflict(f"Turn {turn_id} is not awaiting input") from err
         session = self._t.get(pk, keys.SESSION) or {}
-        return SessionLock(tenant, session_id, turn_id, session.get("expires_at"))
+        previous = session.get("last_turn", {}).get("S")
+        return SessionLock(tenant, session_id, turn_id, session.get("expires_at"), previous)
 
     def release(self, lock: SessionLock) -> None:
         """Free the session of a turn that could not start (nothing of it was written)."""
@@ -229,9 +242,26 @@ class TurnStore:
 
     # --- writes during a turn ----------------------------------------------------------------
 
-    def put_turn(self, lock: SessionLock, turn: Turn, state: TurnState) -> None:
-        """Record the turn as it starts, so a client that lost the stream can fetch it."""
-        self._t.put_all(self._turn_items(lock, turn, state, history=None))
+    def running_record(self, lock: SessionLock, turn: Turn, state: TurnState) -> RunningRecord:
+        """The turn as it starts, encoded now: text that cannot be stored is refused before
+        anything runs."""
+        return RunningRecord(self._turn_items(lock, turn, state, history=None))
+
+    def put_running(self, record: RunningRecord) -> None:
+        """Record the running turn, so a client that lost the stream can fetch it. The head is
+        written only if the turn's end is not there yet, so the end need not wait for it."""
+        head, *parts = record.items
+        if parts:
+            self._t.put_all(parts)
+        try:
+            self._t.client.put_item(
+                TableName=self._t.name,
+                Item=head,
+                ConditionExpression="attribute_not_exists(turn_status)",
+            )
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
 
     def save_step(self, lock: SessionLock, step: Step) -> None:
         self._t.put_all(self._step_items(lock, step))
@@ -248,14 +278,10 @@ class TurnStore:
         history: list[dict[str, Any]] | None = None,
         steps: tuple[Step, ...] = (),
     ) -> None:
-        """Write the turn's final (or paused) state, and `steps` not yet written, and release
-        (or park) the lock, in one transaction (parts of oversized items go first)."""
-        head, *parts = self._turn_items(lock, turn, state, history)
-        step_heads = []
-        for step in steps:
-            step_head, *step_parts = self._step_items(lock, step)
-            parts += step_parts
-            step_heads.append({"Put": {"TableName": self._t.name, "Item": step_head}})
+        """Write the turn's final (or paused) state and release (or park) the lock, in one
+        transaction (parts of an oversized turn go first). `steps`, the last of the turn's steps
+        and not yet written, are kept inside the turn item: a simple turn is one item."""
+        head, *parts = self._turn_items(lock, turn, state, history, steps)
         if parts:
             self._t.put_all(parts)
         if state.status == AWAITING_INPUT:
@@ -276,7 +302,6 @@ class TurnStore:
         try:
             self._t.client.transact_write_items(
                 TransactItems=[
-                    *step_heads,
                     {"Put": {"TableName": self._t.name, "Item": head}},
                     {
                         "Update": {
@@ -292,6 +317,8 @@ class TurnStore:
             if err.response["Error"]["Code"] == "TransactionCanceledException":
                 raise Conflict(f"Turn {lock.turn_id} lost its session lock") from err
             raise
+        if state.status in (COMPLETED, FAILED):
+            self._remember_finished(lock, history)
 
     def revert(self, lock: SessionLock, turn: Turn, state: TurnState, step_ids: list[str]) -> None:
         """Put a resumed turn back as it was when paused: remove the steps written since, then
@@ -316,24 +343,41 @@ class TurnStore:
         turn: Turn,
         state: TurnState,
         history: list[dict[str, Any]] | None,
+        steps: tuple[Step, ...] | None = None,
     ) -> list[dict[str, Any]]:
-        attrs = {"body": json_body(turn.model_copy(update={"steps": []})), "state": state.to_json()}
+        """`steps`: those kept inside the turn item, the others being items of their own; None
+        for a running turn, whose steps are all items of their own as they complete."""
+        inside = list(steps or ())
+        body = json_body(turn.model_copy(update={"steps": inside}))
+        attrs = {"body": body, "state": state.to_json()}
         if history is not None:
             attrs["history"] = json.dumps(history)
         extra = {"turn_status": {"S": state.status}, **lock.extra()}
+        if steps is not None:
+            extra["steps_apart"] = {"N": str(len(turn.steps) - len(inside))}
         return encode(key(lock.pk, keys.turn_sk(turn.turn_id)), attrs, extra)
 
     # --- reads -------------------------------------------------------------------------------
 
-    def history(self, tenant: str, session_id: str) -> tuple[list[dict[str, Any]], str | None]:
+    def remembers(self, tenant: str, session_id: str) -> bool:
+        """Whether this container holds the session's history (see `history`)."""
+        return keys.session_pk(tenant, session_id) in self._history_cache
+
+    def history(
+        self, tenant: str, session_id: str, last_turn: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
         """The messages of the session's completed turns, oldest first, and the id of the last
         finished turn they reflect (to check against `SessionLock.previous_turn`).
 
         One query over turn items only, stopping at the first unfinished turn. A warm container
-        remembers what it read of a session and then asks only for later turns: a finished turn
-        never changes."""
+        remembers what it read or wrote of a session (a finished turn never changes): it asks
+        only for later turns, and for none when it already reaches `last_turn`, the session's
+        last finished turn as its lock saw it."""
         pk = keys.session_pk(tenant, session_id)
         cached = self._history_cache.get(pk)
+        if last_turn is not None and cached is not None and cached[0] == keys.turn_sk(last_turn):
+            self._history_cache.move_to_end(pk)
+            return list(cached[1]), last_turn
         if cached is not None:
             after, messages = cached[0], list(cached[1])
             condition = "PK = :pk AND SK > :t"
@@ -358,11 +402,27 @@ class TurnStore:
             after = head["SK"]["S"]
         if after is None:
             return messages, None
+        self._remember(pk, after, messages)
+        return list(messages), after.removeprefix("TURN#")
+
+    def _remember(self, pk: str, after: str, messages: list[dict[str, Any]]) -> None:
         self._history_cache[pk] = (after, messages)
         self._history_cache.move_to_end(pk)
         while len(self._history_cache) > HISTORY_CACHE_SESSIONS:
             self._history_cache.popitem(last=False)
-        return list(messages), after.removeprefix("TURN#")
+
+    def _remember_finished(self, lock: SessionLock, history: list[dict[str, Any]] | None) -> None:
+        """Extend the remembered history with a turn this container just finished (a failed
+        one adds no messages), when what it remembered was current as the turn took the lock:
+        no other turn can have finished since."""
+        cached = self._history_cache.get(lock.pk)
+        if lock.previous_turn is None:
+            before: list[dict[str, Any]] = []
+        elif cached is not None and cached[0] == keys.turn_sk(lock.previous_turn):
+            before = cached[1]
+        else:
+            return
+        self._remember(lock.pk, keys.turn_sk(lock.turn_id), before + (history or []))
 
     def get_turn_state(
         self, tenant: str, agent_id: str, session_id: str, turn_id: str
@@ -371,7 +431,8 @@ class TurnStore:
         pk = keys.session_pk(tenant, session_id)
         head, attrs = self._read_turn(pk, turn_id)
         turn = Turn.model_validate_json(attrs["body"])
-        turn.steps = self._steps(pk, turn_id)
+        if _steps_apart(head):
+            turn.steps = self._steps(pk, turn_id) + turn.steps
         return turn, TurnState.from_json(head["turn_status"]["S"], attrs["state"])
 
     def get_turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
@@ -393,6 +454,14 @@ class TurnStore:
         for head, attrs in decode(items):
             if head["SK"]["S"] == sk:
                 return _adapter(Step).validate_json(attrs["body"])
+        try:  # the turn's last step lives inside the turn item
+            _, attrs = self._read_turn(pk, turn_id)
+        except NotFound:
+            pass
+        else:
+            for step in Turn.model_validate_json(attrs["body"]).steps:
+                if step.step_id == step_id:
+                    return step
         raise NotFound(f"Step {step_id} not found in turn {turn_id}")
 
     def session_head(self, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
@@ -455,5 +524,12 @@ def assemble_turns(items: list[dict[str, Any]]) -> list[Turn]:
         elif sk.startswith("TURN#"):
             turns.append(Turn.model_validate_json(attrs["body"]))
     for turn in turns:
-        turn.steps = steps.get(turn.turn_id, [])
+        turn.steps = steps.get(turn.turn_id, []) + turn.steps
     return turns
+
+
+def _steps_apart(turn_head: dict[str, Any]) -> bool:
+    """Whether some of a turn's steps are items of their own (always, while it runs)."""
+    if turn_head["turn_status"]["S"] == RUNNING or "steps_apart" not in turn_head:
+        return True
+    return int(turn_head["steps_apart"]["N"]) > 0
