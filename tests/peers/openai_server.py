@@ -54,6 +54,17 @@ class ScriptedOpenAI(LocalPeer):
                     reply = script._replies.pop(0) if script._replies else script._echo(body)
                 script._serve(self, body, reply)
 
+            def do_GET(self) -> None:
+                """`/v1/_journal`: what the peer recorded, for a client in another process."""
+                with script._lock:
+                    journal = {"arrivals": script.arrivals, "requests": script.requests[-1:]}
+                payload = json.dumps(journal).encode()
+                self.send_response(200 if self.path == "/v1/_journal" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
         super().__init__(Handler, "/v1")
 
     def reply(self, **kwargs: Any) -> None:
@@ -129,8 +140,21 @@ class ScriptedOpenAI(LocalPeer):
         send("[DONE]")
 
 
+def main() -> None:
+    """Echo replies until stopped, in a process of its own (as the benchmark runs its model):
+    prints the URL, then serves. Arrival times are `time.perf_counter()`, the system-wide
+    monotonic clock on Linux, so another process can compare them with its own."""
+    with ScriptedOpenAI() as model:
+        print(model.url, flush=True)
+        threading.Event().wait()
+
+
 def _split(text: str, parts: int) -> list[str]:
     if not text:
         return []
     size = max(1, -(-len(text) // parts))
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+if __name__ == "__main__":
+    main()

@@ -394,31 +394,24 @@ class TurnEngine:
             started_at=_now(),
         )
         state = TurnState(RUNNING)
-        # One round trip before the model call: the lock, the agent (a warm container has it)
-        # and, unless this container remembers it, the session's history. The history is
-        # checked against the lock's view of the session's last turn, and read (again) only when
-        # it falls short: a remembered one when another container ran the last turn, a fresh
-        # one when a turn finished in between.
-        reads = [
+        # The lock and the agent (a warm container has it) in one round trip; then, under the
+        # lock, the history, unless the session has none or this container remembers it.
+        locked, agent = await asyncio.gather(
             asyncio.to_thread(
                 self.turns.lock_for_new_turn, tenant, agent_id, session_id, turn.turn_id
             ),
             asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
-        ]
-        if not self.turns.remembers(tenant, session_id):
-            reads.append(asyncio.to_thread(self.turns.history, tenant, session_id))
-        locked, agent, *history = await asyncio.gather(*reads, return_exceptions=True)
+            return_exceptions=True,
+        )
         if isinstance(locked, BaseException):
             raise locked
         lock = locked
         try:
-            for result in (agent, *history):
-                if isinstance(result, BaseException):
-                    raise result
-            if history and lock.previous_turn in (None, history[0][1]):
-                messages = history[0][0]
-            else:
-                messages, _ = await asyncio.to_thread(
+            if isinstance(agent, BaseException):
+                raise agent
+            messages = self.turns.remembered_history(tenant, session_id, lock.previous_turn)
+            if messages is None:
+                messages = await asyncio.to_thread(
                     self.turns.history, tenant, session_id, lock.previous_turn
                 )
             new = convert.input_messages(body.messages, body.documents)
@@ -466,7 +459,7 @@ class TurnEngine:
         )
         paused_turn, paused_state = turn.model_copy(deep=True), TurnState(**vars(state))
         try:
-            agent, (history, _) = await _all(
+            agent, history = await _all(
                 asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
                 asyncio.to_thread(self.turns.history, tenant, session_id, lock.previous_turn),
             )

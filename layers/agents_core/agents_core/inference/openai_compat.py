@@ -50,12 +50,23 @@ class OpenAICompatProvider:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
         import openai
+        from openai import AsyncStream
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
         params = self._params(request)
         finish: Finish | None = None
         usage: Usage | None = None
         try:
-            stream = await self._client.chat.completions.create(**params)
+            # The body is already in wire form: posted as is, it skips the SDK's request
+            # transform, which walks every message against the params types (milliseconds per
+            # hundred messages, paid again on every turn of a long session).
+            stream = await self._client.post(
+                "/chat/completions",
+                body=params,
+                cast_to=ChatCompletion,
+                stream=True,
+                stream_cls=AsyncStream[ChatCompletionChunk],
+            )
             async for chunk in stream:
                 if chunk.usage is not None:
                     usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
@@ -94,7 +105,6 @@ class OpenAICompatProvider:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        extra: dict[str, Any] = {}
         if request.tools:
             params["tools"] = [
                 {
@@ -120,13 +130,13 @@ class OpenAICompatProvider:
                 params["temperature"] = strategy.temperature
                 params["top_p"] = strategy.top_p
             elif isinstance(strategy, TopKSamplingStrategy):
-                extra["top_k"] = strategy.top_k
+                params["top_k"] = strategy.top_k  # not OpenAI's; vLLM and others take it
             else:
                 params["temperature"] = 0.0
             if sampling.max_tokens:
                 params["max_tokens"] = sampling.max_tokens
             if sampling.repetition_penalty not in (None, 1.0):
-                extra["repetition_penalty"] = sampling.repetition_penalty
+                params["repetition_penalty"] = sampling.repetition_penalty
             if sampling.stop:
                 params["stop"] = sampling.stop
         if request.temperature is not None:
@@ -144,8 +154,6 @@ class OpenAICompatProvider:
                 }
             else:
                 params["response_format"] = {"type": "json_object"}
-        if extra:
-            params["extra_body"] = extra
         return {k: v for k, v in params.items() if v is not None}
 
 

@@ -359,25 +359,34 @@ class TurnStore:
 
     # --- reads -------------------------------------------------------------------------------
 
-    def remembers(self, tenant: str, session_id: str) -> bool:
-        """Whether this container holds the session's history (see `history`)."""
-        return keys.session_pk(tenant, session_id) in self._history_cache
-
-    def history(
-        self, tenant: str, session_id: str, last_turn: str | None = None
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """The messages of the session's completed turns, oldest first, and the id of the last
-        finished turn they reflect (to check against `SessionLock.previous_turn`).
-
-        One query over turn items only, stopping at the first unfinished turn. A warm container
-        remembers what it read or wrote of a session (a finished turn never changes): it asks
-        only for later turns, and for none when it already reaches `last_turn`, the session's
-        last finished turn as its lock saw it."""
+    def remembered_history(
+        self, tenant: str, session_id: str, last_turn: str | None
+    ) -> list[dict[str, Any]] | None:
+        """`history` when it needs no read (a session with no finished turn, or one this
+        container remembers up to `last_turn`), else None."""
+        if last_turn is None:
+            return []
         pk = keys.session_pk(tenant, session_id)
         cached = self._history_cache.get(pk)
-        if last_turn is not None and cached is not None and cached[0] == keys.turn_sk(last_turn):
-            self._history_cache.move_to_end(pk)
-            return list(cached[1]), last_turn
+        if cached is None or cached[0] != keys.turn_sk(last_turn):
+            return None
+        self._history_cache.move_to_end(pk)
+        return list(cached[1])
+
+    def history(self, tenant: str, session_id: str, last_turn: str | None) -> list[dict[str, Any]]:
+        """The messages of the session's completed turns, oldest first. `last_turn` is the
+        session's last finished turn as its lock saw it: None means there is none, and nothing
+        is read. Read under the lock, so no turn finishes meanwhile.
+
+        One query over turn items, stopping at the first unfinished one (the turn being run). A
+        warm container remembers what it read or wrote of a session (a finished turn never
+        changes): it asks only for later turns, and for none when its memory reaches
+        `last_turn`."""
+        remembered = self.remembered_history(tenant, session_id, last_turn)
+        if remembered is not None:
+            return remembered
+        pk = keys.session_pk(tenant, session_id)
+        cached = self._history_cache.get(pk)
         if cached is not None:
             after, messages = cached[0], list(cached[1])
             condition = "PK = :pk AND SK > :t"
@@ -400,10 +409,9 @@ class TurnStore:
             if status == COMPLETED and "history" in attrs:
                 messages.extend(json.loads(attrs["history"]))
             after = head["SK"]["S"]
-        if after is None:
-            return messages, None
-        self._remember(pk, after, messages)
-        return list(messages), after.removeprefix("TURN#")
+        if after is not None:
+            self._remember(pk, after, messages)
+        return list(messages)
 
     def _remember(self, pk: str, after: str, messages: list[dict[str, Any]]) -> None:
         self._history_cache[pk] = (after, messages)
