@@ -294,29 +294,51 @@ def test_a_large_tool_result_is_stored_in_parts(api, model, dynamodb):
     assert model.requests[-1]["messages"][3]["content"] == big
 
 
-def test_one_turn_at_a_time_and_a_dead_turns_lease_expires(services, store):
+def test_one_turn_at_a_time(services, store):
     agent = store.create_agent("t", AgentConfig(model="m", instructions="i"))
     busy = store.create_session("t", agent.agent_id, "busy")
     services.turns.lock_for_new_turn("t", agent.agent_id, busy.session_id, "turn-a")
     with pytest.raises(Conflict):
         services.turns.lock_for_new_turn("t", agent.agent_id, busy.session_id, "turn-b")
 
-    # A turn whose Lambda died holds its session only until its lease runs out.
+
+@pytest.mark.parametrize("size", [10, 5000], ids=["on the session item", "an item of its own"])
+def test_a_running_turn_can_be_read_and_a_dead_one_ends_failed_when_its_lease_expires(
+    services, store, size
+):
+    agent = store.create_agent("t", AgentConfig(model="m", instructions="i"))
+    session_id = store.create_session("t", agent.agent_id, "s").session_id
+    text = "x" * size
     dead = TurnStore(services.turns._t.client, TABLE, lease_seconds=-1)
-    session = store.create_session("t", agent.agent_id, "s")
-    lock = dead.lock_for_new_turn("t", agent.agent_id, session.session_id, "turn-c")
-    running = _running_turn("turn-c", session.session_id)
-    dead.put_running(dead.running_record(lock, running, TurnState(RUNNING)))
-    services.turns.lock_for_new_turn("t", agent.agent_id, session.session_id, "turn-d")
-    _, state = services.turns.get_turn_state("t", agent.agent_id, session.session_id, "turn-c")
-    assert state.status == FAILED
+    running = _running_turn("turn-a", session_id, text)
+    lock = dead.lock_for_new_turn("t", agent.agent_id, session_id, "turn-a", running)
+    assert lock.recorded == (size == 10)
+    if not lock.recorded:
+        dead.put_running(dead.running_record(lock, running, TurnState(RUNNING)))
+    turn, state = services.turns.get_turn_state("t", agent.agent_id, session_id, "turn-a")
+    assert state.status == RUNNING and turn.input_messages[0].content == text
+    assert [t.turn_id for t in store.get_session("t", agent.agent_id, session_id).turns] == [
+        "turn-a"
+    ]
+
+    # Its Lambda died: the session is held only until the lease runs out, and the next turn
+    # records the dead one as failed, input and all.
+    next_turn = _running_turn("turn-b", session_id, "next")
+    services.turns.lock_for_new_turn("t", agent.agent_id, session_id, "turn-b", next_turn)
+    turn, state = services.turns.get_turn_state("t", agent.agent_id, session_id, "turn-a")
+    assert state.status == FAILED and turn.input_messages[0].content == text
+    turns = store.get_session("t", agent.agent_id, session_id).turns
+    assert [(t.turn_id, t.input_messages[0].content) for t in turns] == [
+        ("turn-a", text),
+        ("turn-b", "next"),
+    ]
 
 
-def _running_turn(turn_id: str, session_id: str) -> Turn:
+def _running_turn(turn_id: str, session_id: str, text: str = "hi") -> Turn:
     return Turn(
         turn_id=turn_id,
         session_id=session_id,
-        input_messages=[UserMessage(content="hi")],
+        input_messages=[UserMessage(content=text)],
         steps=[],
         output_message=CompletionMessage(content="", stop_reason="end_of_message"),
         started_at=datetime.now(UTC),

@@ -398,7 +398,7 @@ class TurnEngine:
         # lock, the history, unless the session has none or this container remembers it.
         locked, agent = await asyncio.gather(
             asyncio.to_thread(
-                self.turns.lock_for_new_turn, tenant, agent_id, session_id, turn.turn_id
+                self.turns.lock_for_new_turn, tenant, agent_id, session_id, turn.turn_id, turn
             ),
             asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
             return_exceptions=True,
@@ -426,13 +426,13 @@ class TurnEngine:
                 body,
                 bool(body.stream),
             )
-            record = self.turns.running_record(lock, turn, state)
+            record = None if lock.recorded else self.turns.running_record(lock, turn, state)
         except BaseException:
             await asyncio.to_thread(self.turns.release, lock)
             raise
-        # The running turn is recorded while the model works.
-        run.recorded = asyncio.create_task(asyncio.to_thread(self.turns.put_running, record))
-        run.record_first = record.in_parts
+        if record is not None:  # too large to travel with the lock: written while the model works
+            run.recorded = asyncio.create_task(asyncio.to_thread(self.turns.put_running, record))
+            run.record_first = record.in_parts
         return run
 
     async def resume_turn(

@@ -180,7 +180,7 @@ class AgentStore:
         if session_gone(head, agent_id):
             raise NotFound(f"Session {session_id} not found")
         session = parse_body(Session, head)
-        turns = assemble_turns(items[1:])
+        turns = assemble_turns(items)
         if turn_ids:
             wanted = set(turn_ids)
             turns = [turn for turn in turns if turn.turn_id in wanted]
