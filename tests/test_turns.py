@@ -156,6 +156,10 @@ def test_client_tool_pauses_and_resume_continues_the_same_turn(api, model):
     assert done["turn_id"] == turn_id
     assert [s["step_type"] for s in done["steps"]] == ["inference", "tool_execution", "inference"]
     assert done["output_message"]["content"] == "It is sunny in Paris."
+    # Stored: two steps as items of their own (written while the turn ran), the last inside it.
+    assert api.get(f"{url}/{turn_id}").json() == done
+    session = api.get(f"/v1/agents/{agent_id}/session/{session_id}").json()
+    assert session["turns"] == [done]
     sent = model.requests[-1]["messages"]
     assert sent[-2]["tool_calls"][0]["id"] == call["call_id"]
     assert sent[-1] == {"role": "tool", "content": "sunny", "tool_call_id": call["call_id"]}
