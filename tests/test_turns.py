@@ -254,9 +254,10 @@ def test_toolgroups_are_refused_and_change_nothing(api, model, dynamodb):
     assert dynamodb.scan(TableName=TABLE)["Items"] == before
 
 
-def test_bad_turn_requests_are_400_or_404(api):
+def test_bad_turn_requests_are_400_or_404_and_change_nothing(api, model, dynamodb):
     agent_id, session_id = new_session(api)
     url = turn_url(agent_id, session_id)
+    before = dynamodb.scan(TableName=TABLE)["Items"]
     for body in (
         {},
         {"messages": []},
@@ -264,6 +265,11 @@ def test_bad_turn_requests_are_400_or_404(api):
         {"messages": "x"},
     ):
         assert api.post(url, json=body).status_code == 400
+    unstorable = r'{"messages": [{"role": "user", "content": "\udcff"}]}'
+    resp = api.post(url, content=unstorable, headers={"content-type": "application/json"})
+    assert resp.status_code == 400
+    assert dynamodb.scan(TableName=TABLE)["Items"] == before
+    assert api.post(url, json={"messages": [user("fine")]}).status_code == 200  # still free
     assert (
         api.post(turn_url(agent_id, "missing"), json={"messages": [user("x")]}).status_code == 404
     )
