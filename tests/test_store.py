@@ -10,6 +10,7 @@ from agents_core.api.agents import AgentConfig, InferenceStep, ToolExecutionStep
 from agents_core.api.common import CompletionMessage, ToolCall, ToolResponse, UserMessage
 from agents_core.ids import new_id
 from agents_core.store import NotFound, TooLarge, keys
+from agents_core.store.history_cache import History, HistoryCache
 from agents_core.store.turns import COMPLETED, TurnState
 
 from .conftest import TABLE
@@ -221,3 +222,16 @@ def test_oversized_agent_is_refused_and_nothing_is_written(store, dynamodb):
     with pytest.raises(TooLarge):
         store.create_agent("t", config(instructions="x" * 420_000))
     assert all_items(dynamodb) == []
+
+
+def test_remembered_histories_are_bounded_in_sessions_and_bytes():
+    cache = HistoryCache(max_sessions=2, max_bytes=100)
+    cache.put("a", History("TURN#1", [{"role": "user", "content": "a"}], 40))
+    cache.put("b", History("TURN#1", [], 40))
+    assert cache.get("a") is not None  # now the most recently used
+    cache.put("c", History("TURN#1", [], 40))  # three sessions, 120 bytes: b goes
+    assert cache.get("b") is None and cache.get("a") and cache.get("c")
+    cache.put("a", History("TURN#2", [], 70))  # replaces a; 110 bytes: c goes
+    assert cache.get("c") is None and cache.get("a").after == "TURN#2"
+    cache.put("huge", History("TURN#1", [], 101))  # larger than the whole budget: not kept
+    assert cache.get("huge") is None and cache.get("a") is not None

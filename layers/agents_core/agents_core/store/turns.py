@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -26,6 +25,7 @@ from ..api.common import ToolCall
 from . import keys
 from .dynamo import Table, condition_failed, expired, key
 from .errors import Conflict, NotFound
+from .history_cache import History, HistoryCache
 from .items import decode, encode, json_body
 
 RUNNING = "running"
@@ -33,8 +33,6 @@ AWAITING_INPUT = "awaiting_input"
 COMPLETED = "completed"
 FAILED = "failed"
 
-#: Sessions whose history a container keeps between turns (see `TurnStore.history`).
-HISTORY_CACHE_SESSIONS = 128
 #: A running turn up to this size is recorded on the session item, with the lock, instead of
 #: by a write of its own: one request fewer per turn, for about the same write units (billed
 #: per kilobyte of the item written).
@@ -114,7 +112,7 @@ class TurnStore:
     def __init__(self, client: Any, table_name: str, *, lease_seconds: int = 930) -> None:
         self._t = Table(client, table_name)
         self.lease_seconds = lease_seconds
-        self._history_cache: OrderedDict[str, tuple[str, list[dict[str, Any]]]] = OrderedDict()
+        self._histories = HistoryCache()
 
     # --- the lock --------------------------------------------------------------------------
 
@@ -314,7 +312,8 @@ class TurnStore:
         """Write the turn's final (or paused) state and release (or park) the lock, in one
         transaction (parts of an oversized turn go first). `steps`, the last of the turn's steps
         and not yet written, are kept inside the turn item: a simple turn is one item."""
-        head, *parts = self._turn_items(lock, turn, state, history, steps)
+        history_json = json.dumps(history) if history is not None else None
+        head, *parts = self._turn_items(lock, turn, state, history_json, steps)
         if parts:
             self._t.put_all(parts)
         if state.status == AWAITING_INPUT:
@@ -351,7 +350,7 @@ class TurnStore:
                 raise Conflict(f"Turn {lock.turn_id} lost its session lock") from err
             raise
         if state.status in (COMPLETED, FAILED):
-            self._remember_finished(lock, history)
+            self._remember_finished(lock, history, len(history_json or ""))
 
     def revert(self, lock: SessionLock, turn: Turn, state: TurnState, step_ids: list[str]) -> None:
         """Put a resumed turn back as it was when paused: remove the steps written since, then
@@ -375,7 +374,7 @@ class TurnStore:
         lock: SessionLock,
         turn: Turn,
         state: TurnState,
-        history: list[dict[str, Any]] | None,
+        history: str | None,
         steps: tuple[Step, ...] | None = None,
     ) -> list[dict[str, Any]]:
         """`steps`: those kept inside the turn item, the others being items of their own; None
@@ -384,7 +383,7 @@ class TurnStore:
         body = json_body(turn.model_copy(update={"steps": inside}))
         attrs = {"body": body, "state": state.to_json()}
         if history is not None:
-            attrs["history"] = json.dumps(history)
+            attrs["history"] = history
         extra = {"turn_status": {"S": state.status}, **lock.extra()}
         if steps is not None:
             extra["steps_apart"] = {"N": str(len(turn.steps) - len(inside))}
@@ -399,12 +398,10 @@ class TurnStore:
         container remembers up to `last_turn`), else None."""
         if last_turn is None:
             return []
-        pk = keys.session_pk(tenant, session_id)
-        cached = self._history_cache.get(pk)
-        if cached is None or cached[0] != keys.turn_sk(last_turn):
+        remembered = self._histories.get(keys.session_pk(tenant, session_id))
+        if remembered is None or remembered.after != keys.turn_sk(last_turn):
             return None
-        self._history_cache.move_to_end(pk)
-        return list(cached[1])
+        return list(remembered.messages)
 
     def history(self, tenant: str, session_id: str, last_turn: str | None) -> list[dict[str, Any]]:
         """The messages of the session's completed turns, oldest first. `last_turn` is the
@@ -412,20 +409,18 @@ class TurnStore:
         is read. Read under the lock, so no turn finishes meanwhile.
 
         One query over turn items, stopping at the first unfinished one (the turn being run). A
-        warm container remembers what it read or wrote of a session (a finished turn never
-        changes): it asks only for later turns, and for none when its memory reaches
-        `last_turn`."""
+        warm container remembers what it read or wrote of a session (`HistoryCache`): it asks
+        only for later turns, and for none when its memory reaches `last_turn`."""
         remembered = self.remembered_history(tenant, session_id, last_turn)
         if remembered is not None:
             return remembered
         pk = keys.session_pk(tenant, session_id)
-        cached = self._history_cache.get(pk)
-        if cached is not None:
-            after, messages = cached[0], list(cached[1])
+        known = self._histories.get(pk) or History("", [], 0)
+        after, messages, size = known.after, list(known.messages), known.size
+        if after:
             condition = "PK = :pk AND SK > :t"
             start = f"{after}#~"  # past the turn's parts too; later turns sort after it
         else:
-            after, messages = None, []
             condition, start = "PK = :pk AND begins_with(SK, :t)", "TURN#"
         items = self._t.query_all(
             {
@@ -441,29 +436,29 @@ class TurnStore:
                 break  # the turn being run now
             if status == COMPLETED and "history" in attrs:
                 messages.extend(json.loads(attrs["history"]))
+                size += len(attrs["history"])
             after = head["SK"]["S"]
-        if after is not None:
-            self._remember(pk, after, messages)
+        if after:
+            self._histories.put(pk, History(after, messages, size))
         return list(messages)
 
-    def _remember(self, pk: str, after: str, messages: list[dict[str, Any]]) -> None:
-        self._history_cache[pk] = (after, messages)
-        self._history_cache.move_to_end(pk)
-        while len(self._history_cache) > HISTORY_CACHE_SESSIONS:
-            self._history_cache.popitem(last=False)
-
-    def _remember_finished(self, lock: SessionLock, history: list[dict[str, Any]] | None) -> None:
+    def _remember_finished(
+        self, lock: SessionLock, history: list[dict[str, Any]] | None, size: int
+    ) -> None:
         """Extend the remembered history with a turn this container just finished (a failed
         one adds no messages), when what it remembered was current as the turn took the lock:
         no other turn can have finished since."""
-        cached = self._history_cache.get(lock.pk)
+        known = self._histories.get(lock.pk)
         if lock.previous_turn is None:
-            before: list[dict[str, Any]] = []
-        elif cached is not None and cached[0] == keys.turn_sk(lock.previous_turn):
-            before = cached[1]
-        else:
+            known = History("", [], 0)
+        elif known is None or known.after != keys.turn_sk(lock.previous_turn):
             return
-        self._remember(lock.pk, keys.turn_sk(lock.turn_id), before + (history or []))
+        self._histories.put(
+            lock.pk,
+            History(
+                keys.turn_sk(lock.turn_id), known.messages + (history or []), known.size + size
+            ),
+        )
 
     def get_turn_state(
         self, tenant: str, agent_id: str, session_id: str, turn_id: str
