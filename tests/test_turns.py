@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import boto3
 import pytest
-from agents_core.api.agents import AgentConfig, Turn
-from agents_core.api.common import CompletionMessage, UserMessage
+from agents_core.api.agents import AgentConfig, ToolExecutionStep, Turn
+from agents_core.api.common import CompletionMessage, ToolCall, ToolResponse, UserMessage
+from agents_core.ids import new_id
 from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.store import Conflict
@@ -483,3 +485,60 @@ def test_a_turn_with_an_input_over_the_item_limit_is_stored_whole(api, model, dy
     assert stored["output_message"]["content"] == "short answer"
     items = dynamodb.scan(TableName=TABLE)["Items"]
     assert max(item_size(i) for i in items) < 400 * 1024
+
+
+def test_refused_resumes_change_nothing(api, model, dynamodb):
+    """Not awaiting (running, finished), unstorable results, a race lost: 409 or 400, and
+    nothing written."""
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
+    paused = api.post(url, json={"messages": [user("weather?")]}).json()
+    call_id = paused["output_message"]["tool_calls"][0]["call_id"]
+    before = dynamodb.scan(TableName=TABLE)["Items"]
+
+    result = {"call_id": call_id, "tool_name": "get_weather", "content": "?"}
+    unstorable = json.dumps({"tool_responses": [result]}).replace('"?"', r'"\udcff"')
+    resp = api.post(
+        f"{url}/{paused['turn_id']}/resume",
+        content=unstorable,
+        headers={"content-type": "application/json"},
+    )
+    assert resp.status_code == 400
+
+    # Two resumes read the paused turn; the first takes it, the second (with a result stored in
+    # parts) loses the race and leaves no part behind.
+    turns = TurnStore(dynamodb, TABLE)
+    first = turns.read_paused("default", agent_id, session_id, paused["turn_id"])
+    second = turns.read_paused("default", agent_id, session_id, paused["turn_id"])
+    assert dynamodb.scan(TableName=TABLE)["Items"] == before
+    turns.lock_for_resume(first, agent_id, _tool_step(paused["turn_id"], call_id, "sunny"))
+    taken = dynamodb.scan(TableName=TABLE)["Items"]
+    with pytest.raises(Conflict):
+        turns.lock_for_resume(
+            second, agent_id, _tool_step(paused["turn_id"], call_id, "x" * 500_000)
+        )
+    assert dynamodb.scan(TableName=TABLE)["Items"] == taken
+
+    # The turn now runs (its Lambda is gone): resuming it again is 409.
+    answer = {"tool_responses": [{"call_id": call_id, "tool_name": "get_weather", "content": "s"}]}
+    assert api.post(f"{url}/{paused['turn_id']}/resume", json=answer).status_code == 409
+
+    # A new turn running on the session item cannot be resumed either.
+    other_agent, other_session = new_session(api, client_tools=[WEATHER_TOOL])
+    running = _running_turn("turn-r", other_session)
+    turns.lock_for_new_turn("default", other_agent, other_session, "turn-r", running)
+    resp = api.post(f"{turn_url(other_agent, other_session)}/turn-r/resume", json=answer)
+    assert resp.status_code == 409 and "running" in resp.json()["detail"]
+
+
+def _tool_step(turn_id: str, call_id: str, content: str) -> ToolExecutionStep:
+    now = datetime.now(UTC)
+    return ToolExecutionStep(
+        turn_id=turn_id,
+        step_id=new_id(),
+        started_at=now,
+        completed_at=now,
+        tool_calls=[ToolCall(call_id=call_id, tool_name="get_weather", arguments={})],
+        tool_responses=[ToolResponse(call_id=call_id, tool_name="get_weather", content=content)],
+    )

@@ -447,32 +447,38 @@ class TurnEngine:
         queued: bool = False,
     ) -> TurnRun:
         """Continue a paused turn. `queued` (a resume from the queue): a model failure puts the
-        turn back to awaiting input, so the message can be retried, instead of failing it."""
-        turn, state = await asyncio.to_thread(
-            self.turns.get_turn_state, tenant, agent_id, session_id, turn_id
+        turn back to awaiting input, so the message can be retried, instead of failing it.
+
+        Nothing is written until the transaction that takes the session back and stores the
+        tool results; a refused resume (404, 409, 400) changes nothing."""
+        paused, agent = await _all(
+            asyncio.to_thread(self.turns.read_paused, tenant, agent_id, session_id, turn_id),
+            asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
         )
+        turn, state = paused.turn, paused.state
         if state.status != AWAITING_INPUT:
             raise Conflict(f"Turn {turn_id} is not awaiting input (it is {state.status})")
         _check_responses(state.pending_calls, tool_responses)
-        lock = await asyncio.to_thread(
-            self.turns.lock_for_resume, tenant, agent_id, session_id, turn_id
+        # The paused turn holds the session, so no turn can finish meanwhile: the history read
+        # now is the history under the lock.
+        history = self.turns.remembered_history(tenant, session_id, paused.last_turn)
+        if history is None:
+            history = await asyncio.to_thread(
+                self.turns.history, tenant, session_id, paused.last_turn
+            )
+        now = _now()
+        by_id = {r.call_id: r for r in tool_responses}
+        step = ToolExecutionStep(
+            turn_id=turn_id,
+            step_id=new_id(),
+            started_at=now,
+            completed_at=now,
+            tool_calls=state.pending_calls,
+            tool_responses=[by_id[c.call_id] for c in state.pending_calls],
         )
+        lock = await asyncio.to_thread(self.turns.lock_for_resume, paused, agent_id, step)
         paused_turn, paused_state = turn.model_copy(deep=True), TurnState(**vars(state))
         try:
-            agent, history = await _all(
-                asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
-                asyncio.to_thread(self.turns.history, tenant, session_id, lock.previous_turn),
-            )
-            now = _now()
-            by_id = {r.call_id: r for r in tool_responses}
-            step = ToolExecutionStep(
-                turn_id=turn_id,
-                step_id=new_id(),
-                started_at=now,
-                completed_at=now,
-                tool_calls=state.pending_calls,
-                tool_responses=[by_id[c.call_id] for c in state.pending_calls],
-            )
             turn.steps.append(step)
             state.status, state.pending_calls = RUNNING, []
             turn.output_message = _PENDING_OUTPUT
@@ -480,7 +486,6 @@ class TurnEngine:
             run = self._run(
                 lock, agent_id, turn, state, agent.agent_config, history, current, None, stream
             )
-            await asyncio.to_thread(self.turns.save_step, lock, step)
             run.prelude = [step]
             run.written_steps.append(step.step_id)
             if queued:
@@ -488,7 +493,9 @@ class TurnEngine:
             return run
         except BaseException:
             # The resume did not start: the turn goes back to awaiting input, unchanged.
-            await asyncio.to_thread(self.turns.end_turn, lock, paused_turn, paused_state)
+            await asyncio.to_thread(
+                self.turns.revert, lock, paused_turn, paused_state, [step.step_id]
+            )
             raise
 
     def _run(

@@ -23,7 +23,7 @@ from pydantic import TypeAdapter
 from ..api.agents import Step, Turn
 from ..api.common import ToolCall
 from . import keys
-from .dynamo import Table, condition_failed, expired, key
+from .dynamo import Table, condition_failed, expired, in_parallel, key
 from .errors import Conflict, NotFound
 from .history_cache import History, HistoryCache
 from .items import decode, encode, json_body
@@ -87,6 +87,22 @@ class RunningRecord:
     @property
     def in_parts(self) -> bool:
         return len(self.items) > 1
+
+
+@dataclass
+class PausedTurn:
+    """A turn awaiting input as read for its resume (`TurnStore.read_paused`), with the session
+    item it was read with: `lock_for_resume` takes both back."""
+
+    tenant: str
+    turn: Turn
+    state: TurnState
+    session: dict[str, Any]
+
+    @property
+    def last_turn(self) -> str | None:
+        """The session's last finished turn: stable while this turn holds the session."""
+        return self.session.get("last_turn", {}).get("S")
 
 
 @dataclass
@@ -168,19 +184,40 @@ class TurnStore:
             self._mark_abandoned(lock, old)
         return lock
 
-    def lock_for_resume(
-        self, tenant: str, agent_id: str, session_id: str, turn_id: str
-    ) -> SessionLock:
-        """Take the session back for a turn awaiting input; the same turn's status moves with it."""
-        now = int(time.time())
+    def read_paused(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> PausedTurn:
+        """A turn as read for its resume: its session, the turn and its steps, in one round
+        trip (a paused turn always has steps of its own)."""
         pk = keys.session_pk(tenant, session_id)
+        session, stored, steps = in_parallel(
+            lambda: self.session_head(tenant, agent_id, session_id),
+            lambda: self._read_turn(pk, turn_id),
+            lambda: self._steps(pk, turn_id),
+        )
+        turn, state = self._turn_state(pk, session, turn_id, stored, steps)
+        return PausedTurn(tenant, turn, state, session)
+
+    def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step) -> SessionLock:
+        """Take the session back for a turn awaiting input, in one transaction: the session and
+        the turn move to running, and `step` (the tool results) is written."""
+        now = int(time.time())
+        turn_id = paused.turn.turn_id
+        lock = SessionLock(
+            paused.tenant,
+            paused.turn.session_id,
+            turn_id,
+            paused.session.get("expires_at"),
+            paused.last_turn,
+        )
+        step_head, *step_parts = self._step_items(lock, step)
+        if step_parts:
+            self._t.put_all(step_parts)
         try:
             self._t.client.transact_write_items(
                 TransactItems=[
                     {
                         "Update": {
                             "TableName": self._t.name,
-                            "Key": key(pk, keys.SESSION),
+                            "Key": key(lock.pk, keys.SESSION),
                             "UpdateExpression": "SET active_state = :run, lease_until = :lease",
                             "ConditionExpression": (
                                 "agent_id = :a AND active_turn = :t AND active_state = :wait"
@@ -199,7 +236,7 @@ class TurnStore:
                     {
                         "Update": {
                             "TableName": self._t.name,
-                            "Key": key(pk, keys.turn_sk(turn_id)),
+                            "Key": key(lock.pk, keys.turn_sk(turn_id)),
                             "UpdateExpression": "SET turn_status = :run",
                             "ConditionExpression": "turn_status = :wait",
                             "ExpressionAttributeValues": {
@@ -208,19 +245,20 @@ class TurnStore:
                             },
                         }
                     },
+                    {"Put": {"TableName": self._t.name, "Item": step_head}},
                 ]
             )
         except ClientError as err:
+            if step_parts:  # parts of a step that was never written
+                self._t.delete_all([key(lock.pk, part["SK"]["S"]) for part in step_parts])
             if err.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
             reasons = err.response.get("CancellationReasons") or [{}]
             session = reasons[0].get("Item")
             if session_gone(session, agent_id):
-                raise NotFound(f"Session {session_id} not found") from err
+                raise NotFound(f"Session {lock.session_id} not found") from err
             raise Conflict(f"Turn {turn_id} is not awaiting input") from err
-        session = self._t.get(pk, keys.SESSION) or {}
-        previous = session.get("last_turn", {}).get("S")
-        return SessionLock(tenant, session_id, turn_id, session.get("expires_at"), previous)
+        return lock
 
     def release(self, lock: SessionLock) -> None:
         """Free the session of a turn that could not start (nothing of it was written)."""
@@ -463,16 +501,33 @@ class TurnStore:
     def get_turn_state(
         self, tenant: str, agent_id: str, session_id: str, turn_id: str
     ) -> tuple[Turn, TurnState]:
-        session = self.session_head(tenant, agent_id, session_id)
         pk = keys.session_pk(tenant, session_id)
+        session, stored = in_parallel(
+            lambda: self.session_head(tenant, agent_id, session_id),
+            lambda: self._read_turn(pk, turn_id),
+        )
+        return self._turn_state(pk, session, turn_id, stored)
+
+    def _turn_state(
+        self,
+        pk: str,
+        session: dict[str, Any],
+        turn_id: str,
+        stored: tuple[dict[str, Any], dict[str, str]] | None,
+        steps: list[Step] | None = None,
+    ) -> tuple[Turn, TurnState]:
+        """The turn from what was read of it: its item (None while it runs on the session
+        item), and its step items if they were read already."""
         running = running_on_session(session)
         if running is not None and running.turn_id == turn_id:
-            running.steps = self._steps(pk, turn_id)
+            running.steps = steps if steps is not None else self._steps(pk, turn_id)
             return running, TurnState(RUNNING)
-        head, attrs = self._read_turn(pk, turn_id)
+        if stored is None:
+            raise NotFound(f"Turn {turn_id} not found")
+        head, attrs = stored
         turn = Turn.model_validate_json(attrs["body"])
         if _steps_apart(head):
-            turn.steps = self._steps(pk, turn_id) + turn.steps
+            turn.steps = (steps if steps is not None else self._steps(pk, turn_id)) + turn.steps
         return turn, TurnState.from_json(head["turn_status"]["S"], attrs["state"])
 
     def get_turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
@@ -494,12 +549,9 @@ class TurnStore:
         for head, attrs in decode(items):
             if head["SK"]["S"] == sk:
                 return _adapter(Step).validate_json(attrs["body"])
-        try:  # the turn's last step lives inside the turn item
-            _, attrs = self._read_turn(pk, turn_id)
-        except NotFound:
-            pass
-        else:
-            for step in Turn.model_validate_json(attrs["body"]).steps:
+        stored = self._read_turn(pk, turn_id)  # the turn's last step lives inside the turn item
+        if stored is not None:
+            for step in Turn.model_validate_json(stored[1]["body"]).steps:
                 if step.step_id == step_id:
                     return step
         raise NotFound(f"Step {step_id} not found in turn {turn_id}")
@@ -507,11 +559,12 @@ class TurnStore:
     def session_head(self, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
         return read_session_head(self._t, tenant, agent_id, session_id)
 
-    def _read_turn(self, pk: str, turn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
+    def _read_turn(self, pk: str, turn_id: str) -> tuple[dict[str, Any], dict[str, str]] | None:
+        """The turn item (head, JSON attributes), or None."""
         sk = keys.turn_sk(turn_id)
         head = self._t.get(pk, sk)
         if head is None:
-            raise NotFound(f"Turn {turn_id} not found")
+            return None
         if "parts" not in head:
             return next(decode([head]))
         items = self._t.query_all(
