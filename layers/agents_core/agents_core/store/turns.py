@@ -1,9 +1,10 @@
 """Turns and steps, and the session lock that keeps one turn at a time per session.
 
 The session item carries the lock: `active_turn`, `active_state` (running | awaiting_input) and,
-while running, `lease_until`. Every state change is a conditional write, and each end of a
-turn (pause, completion, failure) writes the turn and releases or hands over the lock in one
-transaction, so a reader never sees a finished turn on a busy session or the reverse.
+while running, `lease_until` (and `active_body`, the running turn itself when it is small: a
+turn then starts with a single write). Every state change is a conditional write, and each end
+of a turn (pause, completion, failure) writes the turn and releases or hands over the lock in
+one transaction, so a reader never sees a finished turn on a busy session or the reverse.
 
 A running turn's lease outlives the Lambda timeout; a turn whose Lambda died holds its session
 only until then, and the next turn marks it failed.
