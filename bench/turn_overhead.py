@@ -126,6 +126,12 @@ class ModelJournal:
     def last_request(self) -> dict:
         return self._read()["requests"][-1]
 
+    def reply(self, **reply: object) -> None:
+        """Queue the model's next reply (see tests/peers/openai_server.py)."""
+        import httpx
+
+        httpx.post(f"{self.url}/_replies", json=reply).raise_for_status()
+
 
 def run(args: argparse.Namespace, model: ModelJournal) -> None:
     import httpx
@@ -157,11 +163,12 @@ def run(args: argparse.Namespace, model: ModelJournal) -> None:
                     break
         return time.perf_counter() - started
 
-    def new_agent() -> str:
+    def new_agent(**extra: object) -> str:
         config = {
             "model": "bench",
             "instructions": "Be brief.",
             "enable_session_persistence": True,
+            **extra,
         }
         return http.post(base, json={"agent_config": config}).json()["agent_id"]
 
@@ -216,6 +223,37 @@ def run(args: argparse.Namespace, model: ModelJournal) -> None:
         return ended - started, started, ended
 
     responses = [response(f"question {n}") for n in range(args.sessions)]
+
+    def resume(agent: str, session: str) -> tuple[float, float, float]:
+        """(seconds, start, end) of a streamed resume: a turn pauses on a client tool, untimed,
+        then its resume with the tool's result runs to `turn_complete`."""
+        model.reply(tool_calls=[["get_weather", '{"city": "Paris"}']])
+        body = {"messages": [{"role": "user", "content": "weather?"}]}
+        paused = http.post(f"{base}/{agent}/session/{session}/turn", json=body).json()
+        call = paused["output_message"]["tool_calls"][0]
+        result = {"call_id": call["call_id"], "tool_name": "get_weather", "content": "sunny"}
+        url = f"{base}/{agent}/session/{session}/turn/{paused['turn_id']}/resume"
+        started = ended = time.perf_counter()
+        with http.stream("POST", url, json={"tool_responses": [result], "stream": True}) as resp:
+            for line in resp.iter_lines():
+                if '"turn_complete"' in line:
+                    ended = time.perf_counter()
+        if ended == started:
+            raise RuntimeError("resume did not complete")
+        return ended - started, started, ended
+
+    weather = {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": [
+            {"name": "city", "parameter_type": "string", "description": "City", "required": True}
+        ],
+    }
+    tool_agent = new_agent(client_tools=[weather])
+    resumes = [resume(*new_session(tool_agent)) for _ in range(args.sessions)]
+    model_resume_ms = (
+        statistics.median(model_time(model.last_request["messages"]) for _ in range(10)) * 1000
+    )
     server.should_exit = True
     arrivals = model.arrivals
 
@@ -238,7 +276,7 @@ def run(args: argparse.Namespace, model: ModelJournal) -> None:
             for calls, (_, started, _) in zip(per_run, runs, strict=True)
         )
         detail = ", ".join(f"{k} {n} ({took[k]:.1f})" for k, n in sorted(kinds.items()))
-        print(f"  {label:<34} {added:5.1f} ms   {trips:11d}   {sum(kinds.values())}: {detail}")
+        print(f"  {label:<38} {added:5.1f} ms   {trips:11d}   {sum(kinds.values())}: {detail}")
         most_trips = max(most_trips, trips)
         return added
 
@@ -251,12 +289,13 @@ def run(args: argparse.Namespace, model: ModelJournal) -> None:
         "  (round trips: DynamoDB round trips before the first model call, the most of any run;\n"
         "   requests: DynamoDB requests per run, with the median ms each took in moto)"
     )
-    print(f"  {'':<34} {'added':>8}   round trips   requests")
+    print(f"  {'':<38} {'added':>8}   round trips   requests")
     most_trips = 0
     turn1 = row(f"turn 1 ({args.sessions} sessions of one agent)", first, model_ms)
     turn_n = row(f"turn {args.turns} (last 10 turns of one)", late, model_late_ms)
     row("turn 1 of a new agent's session", first_of_agent, model_ms)
     added_response = row("a streaming Responses API call", responses, model_ms)
+    row("a resume with a client tool's result", resumes, model_resume_ms)
 
     transact = {
         label: statistics.median(

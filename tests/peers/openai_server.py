@@ -48,6 +48,11 @@ class ScriptedOpenAI(LocalPeer):
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path == "/v1/_replies":  # a reply queued from another process
+                    script.reply(**body)
+                    self.send_response(204)
+                    self.end_headers()
+                    return
                 with script._lock:
                     script.arrivals.append(time.perf_counter())
                     script.requests.append(body)
