@@ -8,7 +8,9 @@ from agents_core.web.log import logger
 from aws_lambda_powertools.logging import correlation_paths
 from mangum import Mangum
 
-app = create_app(router, services=build_services(Settings.from_env()))
+services = build_services(Settings.from_env())
+app = create_app(router, services=services)
+stores = (services.agents, services.turns)  # built (imports and all) during init
 _asgi = Mangum(app, lifespan="off")
 
 

@@ -6,21 +6,48 @@ from dataclasses import dataclass
 from typing import Any
 
 from .settings import Settings
-from .store import AgentStore
-from .store.turns import TurnStore
 
 
 @dataclass
 class Services:
-    agents: AgentStore
-    turns: TurnStore
+    """What a function serves with. Each part is created on first use, so a function imports
+    (and builds, at its cold start) only what its routes touch."""
+
     settings: Settings
     dynamodb: Any = None
     events_client: Any = None  # EventBridge; created at the first publish unless given
+    _agents: Any = None
+    _turns: Any = None
     _responses: Any = None
     _models: Any = None
     _engine: Any = None
     _responses_engine: Any = None
+
+    @property
+    def agents(self):
+        """Agents and sessions."""
+        if self._agents is None:
+            from .store.agents import AgentStore
+
+            self._agents = AgentStore(
+                self.dynamodb,
+                self.settings.table_name,
+                ephemeral_session_ttl_seconds=self.settings.ephemeral_session_ttl_seconds,
+            )
+        return self._agents
+
+    @property
+    def turns(self):
+        """Turns, steps and the session lock."""
+        if self._turns is None:
+            from .store.turns import TurnStore
+
+            self._turns = TurnStore(
+                self.dynamodb,
+                self.settings.table_name,
+                lease_seconds=self.settings.turn_lease_seconds,
+            )
+        return self._turns
 
     @property
     def responses(self):
@@ -72,14 +99,4 @@ def build_services(settings: Settings, dynamodb: Any = None, events: Any = None)
         from . import aws
 
         dynamodb = aws.client("dynamodb")
-    return Services(
-        agents=AgentStore(
-            dynamodb,
-            settings.table_name,
-            ephemeral_session_ttl_seconds=settings.ephemeral_session_ttl_seconds,
-        ),
-        turns=TurnStore(dynamodb, settings.table_name, lease_seconds=settings.turn_lease_seconds),
-        settings=settings,
-        dynamodb=dynamodb,
-        events_client=events,
-    )
+    return Services(settings=settings, dynamodb=dynamodb, events_client=events)

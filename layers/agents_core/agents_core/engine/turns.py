@@ -59,7 +59,8 @@ from ..inference.types import (
 from ..inference.types import TextDelta as ModelText
 from ..inference.types import ToolCallDelta as ModelToolCall
 from ..lifecycle import TurnEventPublisher
-from ..store import AgentStore, Conflict
+from ..store import Conflict
+from ..store.agents import AgentStore
 from ..store.turns import (
     AWAITING_INPUT,
     COMPLETED,
