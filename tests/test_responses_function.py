@@ -9,7 +9,8 @@ from agents_core.store.items import item_size
 from mangum import Mangum
 
 from .conftest import TABLE
-from .lambda_support import LambdaContext, load_event, load_function
+from .lambda_support import LambdaContext, load_event, load_function, record_dynamodb_actions
+from .test_template import table_actions
 from .turn_support import sse_events
 
 EVENT_RESPONSE = "resp_01937a2e5f0070008000000000000f1"
@@ -23,7 +24,9 @@ def call(app, event, principal: str | None = None):
 
 
 def test_every_responses_event_and_tenant_isolation(dynamodb):
-    app = load_function("responses").app
+    function = load_function("responses")
+    calls = record_dynamodb_actions(function)
+    app = function.app
     status, body = call(app, load_event("responses/create_response.json"), "alice")
     created = json.loads(body)
     assert status == 200 and created["output"][0]["content"][0]["text"] == "You said: Hello!"
@@ -52,6 +55,9 @@ def test_every_responses_event_and_tenant_isolation(dynamodb):
     assert json.loads(body)["deleted"] is True
     status, _ = call(app, load_event("responses/get_response.json", ids), "alice")
     assert status == 404
+    missing = calls - table_actions("ResponsesFunction")
+    assert not missing, f"ResponsesFunction calls {sorted(missing)} without the permission"
+    assert {"dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchWriteItem"} <= calls
 
 
 def test_a_large_input_is_stored_under_the_item_limit(dynamodb):

@@ -33,6 +33,22 @@ def template() -> dict:
     return yaml.load((ROOT / "template.yaml").read_text(), Loader=_CfnLoader)
 
 
+def table_actions(function: str) -> set[str]:
+    """The DynamoDB actions a function's policy in template.yaml allows on the table."""
+    statements = [
+        statement
+        for policy in template()["Resources"][function]["Properties"]["Policies"]
+        for statement in policy.get("Statement", [])
+    ]
+    return {
+        action
+        for statement in statements
+        if statement["Effect"] == "Allow"
+        for action in statement["Action"]
+        if action.startswith("dynamodb:")
+    }
+
+
 def test_cfn_lint_reports_nothing():
     cfn_lint = Path(sys.executable).parent / "cfn-lint"
     result = subprocess.run(

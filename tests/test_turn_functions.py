@@ -10,7 +10,8 @@ import json
 
 from mangum import Mangum
 
-from .lambda_support import LambdaContext, load_event, load_function
+from .lambda_support import LambdaContext, load_event, load_function, record_dynamodb_actions
+from .test_template import table_actions
 from .turn_support import sse_events
 
 AGENT = "01937a2e-5f00-7000-8000-0000000000a1"
@@ -24,9 +25,11 @@ def invoke(app, event):
 
 
 def test_turn_and_resume_events_drive_the_function_apps(dynamodb):
-    agents = load_function("agents")
-    turns = load_function("turns").app
-    resume = load_function("resume").app
+    """...and every DynamoDB call each function makes on the way is one its policy in
+    template.yaml allows (a call the policy lacks fails only once deployed)."""
+    functions = {name: load_function(name) for name in ("agents", "turns", "resume")}
+    calls = {name: record_dynamodb_actions(module) for name, module in functions.items()}
+    agents, turns, resume = functions["agents"], functions["turns"].app, functions["resume"].app
     config = {
         "model": "offline",
         "instructions": "Be brief.",
@@ -70,32 +73,13 @@ def test_turn_and_resume_events_drive_the_function_apps(dynamodb):
     assert final["event_type"] == "turn_complete"
     assert final["turn"]["output_message"]["content"] == "Tool result: 18C and sunny"
 
+    ids["01937a2e-5f00-7000-8000-0000000000d1"] = final["turn"]["steps"][-1]["step_id"]
+    for name in ("get_turn", "get_step", "get_session", "delete_session", "delete_agent"):
+        reply = agents.handler(load_event(f"agents/{name}.json", ids), LambdaContext())
+        assert reply["statusCode"] in (200, 204), (name, reply)
 
-def test_streaming_functions_read_the_tenant_from_the_web_adapter_header(services):
-    """Under the Lambda Web Adapter the request context arrives in `x-amzn-request-context`;
-    it decides the tenant inside Lambda, and is ignored outside (where anyone could send it)."""
-    from dataclasses import replace
-
-    from agents_core.api.agents import AgentConfig
-    from agents_core.web.app import create_app
-    from agents_core.web.turns import turns_router
-    from fastapi.testclient import TestClient
-
-    agent = services.agents.create_agent(
-        "user-alice", AgentConfig(model="offline", instructions="x")
-    )
-    session = services.agents.create_session("user-alice", agent.agent_id, "s")
-    url = f"/v1/agents/{agent.agent_id}/session/{session.session_id}/turn"
-    body = {"messages": [{"role": "user", "content": "hi"}]}
-
-    def header(principal: str) -> dict:
-        context = {"requestId": "req-1", "authorizer": {"principalId": principal}, "identity": {}}
-        return {"x-amzn-request-context": json.dumps(context)}
-
-    services.settings = replace(services.settings, trust_request_context_header=True)
-    with TestClient(create_app(turns_router, services=services)) as client:
-        assert client.post(url, json=body, headers=header("user-alice")).status_code == 200
-        assert client.post(url, json=body, headers=header("user-bob")).status_code == 404
-    services.settings = replace(services.settings, trust_request_context_header=False)
-    with TestClient(create_app(turns_router, services=services)) as client:
-        assert client.post(url, json=body, headers=header("user-alice")).status_code == 404
+    policies = {"agents": "AgentsFunction", "turns": "TurnsFunction", "resume": "ResumeFunction"}
+    for name, logical_id in policies.items():
+        missing = calls[name] - table_actions(logical_id)
+        assert not missing, f"{logical_id} calls {sorted(missing)} without the permission"
+    assert "dynamodb:BatchGetItem" in calls["resume"] and "dynamodb:UpdateItem" in calls["turns"]

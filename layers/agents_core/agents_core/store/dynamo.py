@@ -52,6 +52,22 @@ class Table:
             "Item"
         )
 
+    def get_many(self, *keys: tuple[str, str]) -> list[dict[str, Any] | None]:
+        """Items by (PK, SK) in one BatchGetItem (consistent), in the order asked; None where
+        an item does not exist."""
+        wanted = [key(pk, sk) for pk, sk in keys]
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        pending = {self.name: {"Keys": wanted, "ConsistentRead": True}}
+        for attempt in range(8):
+            resp = self.client.batch_get_item(RequestItems=pending)
+            for item in resp["Responses"].get(self.name, []):
+                found[(item["PK"]["S"], item["SK"]["S"])] = item
+            pending = resp.get("UnprocessedKeys") or {}
+            if not pending.get(self.name):
+                return [found.get(k) for k in keys]
+            time.sleep(0.05 * 2**attempt)
+        raise RuntimeError("DynamoDB left reads unprocessed after retries")
+
     def query_all(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         kwargs = {"TableName": self.name, **params}

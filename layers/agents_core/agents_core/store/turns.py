@@ -189,9 +189,8 @@ class TurnStore:
         """A turn as read for its resume: its session, the turn and its steps, in one round
         trip (a paused turn always has steps of its own)."""
         pk = keys.session_pk(tenant, session_id)
-        session, stored, steps = in_parallel(
-            lambda: self.session_head(tenant, agent_id, session_id),
-            lambda: self._read_turn(pk, turn_id),
+        (session, stored), steps = in_parallel(
+            lambda: self._session_and_turn(tenant, agent_id, session_id, turn_id),
             lambda: self._steps(pk, turn_id),
         )
         turn, state = self._turn_state(pk, session, turn_id, stored, steps)
@@ -502,12 +501,18 @@ class TurnStore:
     def get_turn_state(
         self, tenant: str, agent_id: str, session_id: str, turn_id: str
     ) -> tuple[Turn, TurnState]:
+        session, stored = self._session_and_turn(tenant, agent_id, session_id, turn_id)
+        return self._turn_state(keys.session_pk(tenant, session_id), session, turn_id, stored)
+
+    def _session_and_turn(
+        self, tenant: str, agent_id: str, session_id: str, turn_id: str
+    ) -> tuple[dict[str, Any], tuple[dict[str, Any], dict[str, str]] | None]:
+        """The session item (checked: 404 if gone) and the turn item, in one request."""
         pk = keys.session_pk(tenant, session_id)
-        session, stored = in_parallel(
-            lambda: self.session_head(tenant, agent_id, session_id),
-            lambda: self._read_turn(pk, turn_id),
-        )
-        return self._turn_state(pk, session, turn_id, stored)
+        session, head = self._t.get_many((pk, keys.SESSION), (pk, keys.turn_sk(turn_id)))
+        if session_gone(session, agent_id):
+            raise NotFound(f"Session {session_id} not found")
+        return session, self._read_turn(pk, turn_id, head) if head is not None else None
 
     def _turn_state(
         self,
@@ -560,10 +565,12 @@ class TurnStore:
     def session_head(self, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
         return read_session_head(self._t, tenant, agent_id, session_id)
 
-    def _read_turn(self, pk: str, turn_id: str) -> tuple[dict[str, Any], dict[str, str]] | None:
-        """The turn item (head, JSON attributes), or None."""
+    def _read_turn(
+        self, pk: str, turn_id: str, head: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, str]] | None:
+        """The turn item (head, JSON attributes), or None; `head` if it was read already."""
         sk = keys.turn_sk(turn_id)
-        head = self._t.get(pk, sk)
+        head = head or self._t.get(pk, sk)
         if head is None:
             return None
         if "parts" not in head:
