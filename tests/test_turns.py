@@ -18,6 +18,7 @@ from agents_core.store.turns import COMPLETED, FAILED, RUNNING, TurnState, TurnS
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.turns import resume_router, turns_router
+from botocore.exceptions import ClientError
 from fastapi.testclient import TestClient
 
 from .conftest import TABLE
@@ -542,3 +543,52 @@ def _tool_step(turn_id: str, call_id: str, content: str) -> ToolExecutionStep:
         tool_calls=[ToolCall(call_id=call_id, tool_name="get_weather", arguments={})],
         tool_responses=[ToolResponse(call_id=call_id, tool_name="get_weather", content=content)],
     )
+
+
+def _unavailable_once(client, operation: str) -> list[str]:
+    """Make the next `operation` on `client` fail as a throttled DynamoDB would, after the
+    client's own retries; returns a list that records the failure."""
+    failed: list[str] = []
+
+    def fail(**_):
+        if not failed:
+            failed.append(operation)
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+            raise ClientError(
+                {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, operation
+            )
+
+    client.meta.events.register(f"before-call.dynamodb.{operation}", fail)
+    return failed
+
+
+def test_dynamodb_unavailable_as_a_turn_starts_is_503_and_changes_nothing(api, model, dynamodb):
+    agent_id, session_id = new_session(api)
+    before = dynamodb.scan(TableName=TABLE)["Items"]
+    failed = _unavailable_once(dynamodb, "UpdateItem")
+    resp = api.post(turn_url(agent_id, session_id), json={"messages": [user("hi")]})
+    assert failed and resp.status_code == 503 and "retry" in resp.json()["detail"]
+    assert dynamodb.scan(TableName=TABLE)["Items"] == before
+    assert (
+        api.post(turn_url(agent_id, session_id), json={"messages": [user("hi")]}).status_code == 200
+    )
+
+
+def test_dynamodb_unavailable_as_a_turn_ends_fails_it_cleanly(api, model, dynamodb):
+    """The answer cannot be stored: the stream ends with a 503 error naming the turn, which is
+    stored as failed; the session is free, and the next turn's model never sees the lost one."""
+    agent_id, session_id = new_session(api)
+    url = turn_url(agent_id, session_id)
+    failed = _unavailable_once(dynamodb, "TransactWriteItems")
+    model.reply(text="lost answer")
+    resp = api.post(url, json={"messages": [user("first")], "stream": True})
+    events = sse_events(resp.text)
+    assert failed and event_types(events)[-1] == "error"
+    error = events[-1]["error"]
+    assert error["status"] == 503 and error["turn_id"] == events[0]["event"]["payload"]["turn_id"]
+    turn = api.get(f"{url}/{error['turn_id']}").json()
+    assert turn["output_message"]["content"] == "lost answer"  # what the model said, kept
+    model.reply(text="second answer")
+    assert api.post(url, json={"messages": [user("second")]}).status_code == 200
+    users = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["second"]

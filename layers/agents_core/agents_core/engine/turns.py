@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import metrics
+from .. import aws, metrics
 from ..api.agents import (
     AgentConfig,
     AgentTurnResponseEvent,
@@ -220,9 +220,13 @@ class TurnRun:
                 yield await self._revert(err)
                 return
             yield await self._fail(err.status, str(err))
-        except Exception as err:  # a bug or AWS fault: the turn still ends, as failed
-            logger.exception("turn failed", extra={"turn_id": self.turn.turn_id})
-            yield await self._fail(500, f"internal error: {type(err).__name__}")
+        except Exception as err:  # an AWS fault or a bug: the turn still ends, as failed
+            if aws.unavailable(err):
+                logger.warning("turn failed: AWS unavailable", extra={"turn_id": self.turn.turn_id})
+                yield await self._fail(503, f"storage unavailable: {err}")
+            else:
+                logger.exception("turn failed", extra={"turn_id": self.turn.turn_id})
+                yield await self._fail(500, f"internal error: {type(err).__name__}")
         await self._announce()
 
     async def _infer(self) -> AsyncIterator[Any]:

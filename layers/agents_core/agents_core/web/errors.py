@@ -1,7 +1,8 @@
 """Error responses: every failure is JSON `{"detail": ...}` with the status a client can act on.
 
 400 bad input (with the validation message), 404 missing or another tenant's, 409 state
-conflict, 413 too large to store. Anything unexpected is logged and answered 500 without details.
+conflict, 413 too large to store, 503 AWS unavailable (retry later). Anything unexpected is
+logged and answered 500 without details.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .. import aws
 from ..engine.errors import InvalidRequest
 from ..inference.types import UnsupportedRequest
 from ..store import Conflict, InvalidInput, NotFound, TooLarge
@@ -64,5 +66,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        if aws.unavailable(exc):
+            logger.warning("AWS unavailable", extra={"error": str(exc)})
+            return _detail(503, "Storage is unavailable for a moment; retry the request")
         logger.exception("unhandled error")
         return _detail(500, "Internal server error")
