@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import boto3
@@ -592,3 +594,25 @@ def test_dynamodb_unavailable_as_a_turn_ends_fails_it_cleanly(api, model, dynamo
     assert api.post(url, json={"messages": [user("second")]}).status_code == 200
     users = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["second"]
+
+
+def test_a_long_turn_keeps_its_session_past_its_lease(dynamodb, model):
+    """A running turn renews its lease: a turn longer than the lease still holds its session
+    (a second turn gets 409), while a dead one's lease would have run out."""
+    model.reset()
+    settings = Settings(
+        table_name=TABLE,
+        openai_base_url=model.url,
+        turn_lease_seconds=2,
+        inference_timeout_seconds=10,
+    )
+    app = create_app(agents_router, turns_router, services=build_services(settings, dynamodb))
+    with TestClient(app) as api, ThreadPoolExecutor(1) as pool:
+        agent_id, session_id = new_session(api)
+        url = turn_url(agent_id, session_id)
+        model.reply(text="slow answer", delay=4.5)  # more than two leases
+        slow = pool.submit(api.post, url, json={"messages": [user("slow")]})
+        time.sleep(3)
+        assert api.post(url, json={"messages": [user("meanwhile")]}).status_code == 409
+        done = slow.result()
+        assert done.status_code == 200 and done.json()["output_message"]["content"] == "slow answer"

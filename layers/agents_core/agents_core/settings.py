@@ -18,7 +18,7 @@ class Settings:
     #: How long a model may take to answer (connect and between streamed chunks).
     inference_timeout_seconds: float = 60.0
     #: How long a running turn holds its session; longer than the turns function's timeout.
-    turn_lease_seconds: int = 930
+    turn_lease_seconds: int = 60
     #: The queue of resume messages (AgentTurnResumeRequest JSON) and the turn lifecycle bus.
     resume_queue_name: str = "serverless-agents-resume"
     event_bus_name: str = "serverless-agents"

@@ -127,6 +127,18 @@ class TurnRun:
     revert_to: tuple[Turn, TurnState] | None = None
     written_steps: list[str] = field(default_factory=list)
 
+    async def _keep_lease(self) -> None:
+        """Renew the session lock's lease while the turn runs, so a turn whose Lambda died
+        frees its session within one lease (TURN_LEASE_SECONDS), however long turns may run."""
+        turns = self.engine.turns
+        while True:
+            await asyncio.sleep(turns.lease_seconds / 4)
+            try:
+                if not await asyncio.to_thread(turns.extend_lease, self.lock):
+                    return  # the turn lost its session; its end will say so
+            except Exception:  # a missed renewal is not fatal: the lease has three more
+                logger.warning("could not renew the lease", extra={"turn_id": self.turn.turn_id})
+
     async def _record_landed(self) -> None:
         """Wait for the running turn's record. Its loss only hides a running turn from readers:
         the turn's end is written whole either way."""
@@ -170,6 +182,7 @@ class TurnRun:
         """The turn's stream: turn_start, steps, then turn_complete / turn_awaiting_input, or a
         TurnFailed as the last item."""
         yield _chunk(AgentTurnResponseTurnStartPayload(turn_id=self.turn.turn_id))
+        lease = asyncio.create_task(self._keep_lease())
         try:
             for step in self.prelude:
                 yield _chunk(
@@ -227,6 +240,8 @@ class TurnRun:
             else:
                 logger.exception("turn failed", extra={"turn_id": self.turn.turn_id})
                 yield await self._fail(500, f"internal error: {type(err).__name__}")
+        finally:
+            lease.cancel()
         await self._announce()
 
     async def _infer(self) -> AsyncIterator[Any]:

@@ -6,8 +6,8 @@ turn then starts with a single write). Every state change is a conditional write
 of a turn (pause, completion, failure) writes the turn and releases or hands over the lock in
 one transaction, so a reader never sees a finished turn on a busy session or the reverse.
 
-A running turn's lease outlives the Lambda timeout; a turn whose Lambda died holds its session
-only until then, and the next turn marks it failed.
+A running turn renews its lease while it runs (`extend_lease`); a turn whose Lambda died holds
+its session only until the lease runs out, and the next turn marks it failed.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class SessionLock:
 
 
 class TurnStore:
-    def __init__(self, client: Any, table_name: str, *, lease_seconds: int = 930) -> None:
+    def __init__(self, client: Any, table_name: str, *, lease_seconds: int = 60) -> None:
         self._t = Table(client, table_name)
         self.lease_seconds = lease_seconds
         self._histories = HistoryCache()
@@ -259,6 +259,26 @@ class TurnStore:
                 raise NotFound(f"Session {lock.session_id} not found") from err
             raise Conflict(f"Turn {turn_id} is not awaiting input") from err
         return lock
+
+    def extend_lease(self, lock: SessionLock) -> bool:
+        """Renew a running turn's lease; False when the turn no longer holds its session."""
+        try:
+            self._t.client.update_item(
+                TableName=self._t.name,
+                Key=key(lock.pk, keys.SESSION),
+                UpdateExpression="SET lease_until = :lease",
+                ConditionExpression="active_turn = :t AND active_state = :run",
+                ExpressionAttributeValues={
+                    ":t": {"S": lock.turn_id},
+                    ":run": {"S": RUNNING},
+                    ":lease": {"N": str(int(time.time()) + self.lease_seconds)},
+                },
+            )
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+            return False
+        return True
 
     def release(self, lock: SessionLock) -> None:
         """Free the session of a turn that could not start (nothing of it was written)."""
