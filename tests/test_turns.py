@@ -14,7 +14,7 @@ from agents_core.api.common import CompletionMessage, ToolCall, ToolResponse, Us
 from agents_core.ids import new_id
 from agents_core.services import build_services
 from agents_core.settings import Settings
-from agents_core.store import Conflict
+from agents_core.store import Conflict, keys
 from agents_core.store.items import item_size
 from agents_core.store.turns import COMPLETED, FAILED, RUNNING, TurnState, TurnStore
 from agents_core.web.agents import router as agents_router
@@ -616,3 +616,32 @@ def test_a_long_turn_keeps_its_session_past_its_lease(dynamodb, model):
         assert api.post(url, json={"messages": [user("meanwhile")]}).status_code == 409
         done = slow.result()
         assert done.status_code == 200 and done.json()["output_message"]["content"] == "slow answer"
+
+
+def test_a_turn_that_lost_its_session_says_so_and_stores_nothing(api, model, dynamodb):
+    """Its lease ran out (say its Lambda was frozen) and another turn took the session: when it
+    finishes, its end is refused whole and the client is told (409); the other turn holds on."""
+    agent_id, session_id = new_session(api)
+    url = turn_url(agent_id, session_id)
+    model.reply(text="too late", delay=1.0)
+    key = {"PK": {"S": keys.session_pk("default", session_id)}, "SK": {"S": keys.SESSION}}
+    with ThreadPoolExecutor(1) as pool:
+        late = pool.submit(api.post, url, json={"messages": [user("slow")], "stream": True})
+        time.sleep(0.5)  # the turn waits on the model; its lease runs out, another turn comes
+        dynamodb.update_item(
+            TableName=TABLE,
+            Key=key,
+            UpdateExpression="SET lease_until = :past",
+            ExpressionAttributeValues={":past": {"N": "0"}},
+        )
+        TurnStore(dynamodb, TABLE).lock_for_new_turn(
+            "default", agent_id, session_id, "turn-b", _running_turn("turn-b", session_id)
+        )
+        events = sse_events(late.result().text)
+    error = events[-1]["error"]
+    assert error["status"] == 409 and "lost its session" in error["message"]
+    session = dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
+    assert session["active_turn"]["S"] == "turn-b"
+    stored = api.get(f"{url}/{error['turn_id']}").json()  # as the taker recorded it: failed
+    assert stored["input_messages"][0]["content"] == "slow"
+    assert stored["output_message"]["content"] != "too late"

@@ -233,6 +233,10 @@ class TurnRun:
                 yield await self._revert(err)
                 return
             yield await self._fail(err.status, str(err))
+        except Conflict as err:  # ran past its lease: another turn has the session now
+            logger.warning("turn lost its session", extra={"turn_id": self.turn.turn_id})
+            self.state.status, self.state.error = FAILED, str(err)
+            yield TurnFailed(409, str(err), self.turn.turn_id)
         except Exception as err:  # an AWS fault or a bug: the turn still ends, as failed
             if aws.unavailable(err):
                 logger.warning("turn failed: AWS unavailable", extra={"turn_id": self.turn.turn_id})

@@ -405,7 +405,10 @@ class TurnStore:
             )
         except ClientError as err:
             if err.response["Error"]["Code"] == "TransactionCanceledException":
-                raise Conflict(f"Turn {lock.turn_id} lost its session lock") from err
+                raise Conflict(
+                    f"Turn {lock.turn_id} lost its session (its lease ran out and another turn"
+                    " took it); its result was not stored"
+                ) from err
             raise
         if state.status in (COMPLETED, FAILED):
             self._remember_finished(lock, history, len(history_json or ""))
