@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from agents_core.store.items import item_size
+from botocore.exceptions import ClientError
 from mangum import Mangum
 
 from .conftest import TABLE
@@ -82,3 +83,24 @@ def test_a_large_input_is_stored_under_the_item_limit(dynamodb):
     status, body = call(app, load_event("responses/list_responses.json"))
     listed = json.loads(body)["data"]
     assert listed[0]["id"] == response_id and listed[0]["input"][0]["content"] == big
+
+
+def test_dynamodb_unavailable_fails_the_response_with_503_and_stores_nothing(dynamodb):
+    function = load_function("responses")
+    failures: list[str] = []
+
+    def throttled(**_):
+        failures.append("TransactWriteItems")
+        error = {"Code": "ThrottlingException", "Message": "slow down"}
+        raise ClientError({"Error": error, "ResponseMetadata": {}}, "TransactWriteItems")
+
+    function.services.dynamodb.meta.events.register(
+        "before-call.dynamodb.TransactWriteItems", throttled
+    )
+    status, body = call(function.app, load_event("responses/create_response.json"))
+    assert failures and status == 503 and "not stored" in json.loads(body)["detail"]
+    status, body = call(function.app, load_event("responses/create_response_stream.json"))
+    events = sse_events(body)
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["code"] == "server_error"
+    assert dynamodb.scan(TableName=TABLE)["Items"] == []

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import metrics
+from .. import aws, metrics
 from ..api.common import JsonSchemaResponseFormat
 from ..api.responses import (
     ContentPartAdded,
@@ -95,6 +95,7 @@ class ResponseRun:
     stream: bool
     _sequence: int = 0
     _output_messages: list[ChatMessage] = field(default_factory=list)
+    _failure_status: int = 502  # the HTTP status a failed response means (non-streaming)
 
     async def result(self) -> OpenAIResponseObject:
         final: StreamEvent | None = None
@@ -103,9 +104,8 @@ class ResponseRun:
         assert final is not None
         if isinstance(final, ResponseFailed):
             error = final.response.error
-            status = 504 if error is not None and error.code == "model_timeout" else 502
             raise ResponseFailedError(
-                status, error.message if error else "failed", final.response.id
+                self._failure_status, error.message if error else "failed", final.response.id
             )
         return final.response  # completed or incomplete
 
@@ -182,6 +182,7 @@ class ResponseRun:
                 for done in self._close_call(calls[open_call]):
                     yield done
         except ProviderError as err:
+            self._failure_status = err.status
             code = "model_timeout" if err.status == 504 else "model_error"
             yield await self._finish(
                 "failed", error=OpenAIResponseError(code=code, message=str(err))
@@ -189,6 +190,7 @@ class ResponseRun:
             return
         except Exception as err:
             logger.exception("response failed", extra={"response_id": self.response.id})
+            self._failure_status = 503 if aws.unavailable(err) else 500
             error = OpenAIResponseError(code="server_error", message=type(err).__name__)
             yield await self._finish("failed", error=error)
             return
@@ -240,7 +242,18 @@ class ResponseRun:
         self.response.error = error
         if self.store:
             context = [m.to_dict() for m in self.context + self._output_messages]
-            await asyncio.to_thread(self.engine.store.save, self.tenant, self.response, context)
+            try:
+                await asyncio.to_thread(self.engine.store.save, self.tenant, self.response, context)
+            except Exception as err:
+                if not aws.unavailable(err):
+                    raise
+                logger.warning("response not stored", extra={"response_id": self.response.id})
+                self._failure_status = 503
+                self.response.status = status = "failed"
+                self.response.error = OpenAIResponseError(
+                    code="server_error",
+                    message="Storage is unavailable for a moment; the response was not stored",
+                )
         kind = {"completed": ResponseCompleted, "incomplete": ResponseIncomplete}.get(
             status, ResponseFailed
         )
