@@ -8,6 +8,7 @@ import json
 import boto3
 import pytest
 from agents_core.api.agents import AgentConfig, CreateAgentTurnRequest
+from agents_core.engine.turns import TurnFailed
 from agents_core.lifecycle import ensure_event_bus
 from agents_core.resume_queue import (
     ResumeQueueWorker,
@@ -198,8 +199,9 @@ def test_lifecycle_events_reach_a_rule_target(services, model, aws):
         model.reply(error="status", status=500)
         body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "boom"}])
         run = await services.engine.start_turn(TENANT, agent.agent_id, session.session_id, body)
-        events = [e async for e in run.events()]
-        return ids, paused, events
+        with pytest.raises(TurnFailed):  # not streamed: the failure is raised, and announced
+            await run.result()
+        return ids, paused, None
 
     ids, paused, _ = asyncio.run(scenario())
     got = captured(aws)

@@ -164,17 +164,22 @@ class TurnRun:
             await self._record_landed()
 
     async def result(self) -> Turn:
-        """Run to the end without streaming: the Turn, or TurnFailed."""
+        """Run to the end without streaming: the Turn, or TurnFailed (raised once the run has
+        finished, its lifecycle event published)."""
         final: Turn | None = None
+        failed: TurnFailed | None = None
         async for item in self.events():
             if isinstance(item, TurnFailed):
-                raise item
+                failed = item
+                continue
             payload = item.event.payload
             if isinstance(
                 payload,
                 AgentTurnResponseTurnCompletePayload | AgentTurnResponseTurnAwaitingInputPayload,
             ):
                 final = payload.turn
+        if failed is not None:
+            raise failed
         assert final is not None
         return final
 
