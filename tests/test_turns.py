@@ -627,7 +627,9 @@ def test_a_turn_that_lost_its_session_says_so_and_stores_nothing(api, model, dyn
     key = {"PK": {"S": keys.session_pk("default", session_id)}, "SK": {"S": keys.SESSION}}
     with ThreadPoolExecutor(1) as pool:
         late = pool.submit(api.post, url, json={"messages": [user("slow")], "stream": True})
-        time.sleep(0.5)  # the turn waits on the model; its lease runs out, another turn comes
+        while "active_turn" not in dynamodb.get_item(TableName=TABLE, Key=key)["Item"]:
+            time.sleep(0.05)
+        # The turn waits on the model; its lease runs out, and another turn comes.
         dynamodb.update_item(
             TableName=TABLE,
             Key=key,
