@@ -177,19 +177,22 @@ def run(args: argparse.Namespace, model: ModelJournal) -> None:
         session = http.post(f"{base}/{agent}/session", json={"session_name": "b"}).json()
         return agent, session["session_id"]
 
-    def turn(agent: str, session: str, text: str) -> tuple[float, float, float]:
-        """(seconds, start, end) of one streamed turn."""
-        body = {"messages": [{"role": "user", "content": text}], "stream": True}
+    def timed_stream(url: str, body: dict, marker: str) -> tuple[float, float, float]:
+        """(seconds, start, end) of a streamed POST, from the request to the first line holding
+        `marker`. The rest is read untimed: the server finishes its work (a lifecycle event)
+        before the next request, as a Lambda invocation would."""
         started = ended = time.perf_counter()
-        with http.stream("POST", f"{base}/{agent}/session/{session}/turn", json=body) as resp:
+        with http.stream("POST", url, json=body) as resp:
             for line in resp.iter_lines():
-                if '"turn_complete"' in line:
+                if ended == started and marker in line:
                     ended = time.perf_counter()
-            # Read to the end, untimed: the server finishes the turn (its lifecycle event)
-            # before the next one starts, as a Lambda invocation would.
         if ended == started:
-            raise RuntimeError("turn did not complete")
+            raise RuntimeError(f"{url}: the stream had no {marker}")
         return ended - started, started, ended
+
+    def turn(agent: str, session: str, text: str) -> tuple[float, float, float]:
+        body = {"messages": [{"role": "user", "content": text}], "stream": True}
+        return timed_stream(f"{base}/{agent}/session/{session}/turn", body, '"turn_complete"')
 
     table = services.agents._t
 
@@ -226,18 +229,9 @@ def run(args: argparse.Namespace, model: ModelJournal) -> None:
     first_of_agent = [turn(*new_session(), f"question {n}") for n in range(args.sessions)]
 
     def response(text: str) -> tuple[float, float, float]:
-        """(seconds, start, end) of one streamed response, to `response.completed`."""
         body = {"model": "bench", "input": text, "stream": True}
-        started = time.perf_counter()
         url = f"http://127.0.0.1:{port}/v1/openai/v1/responses"
-        with http.stream("POST", url, json=body) as resp:
-            ended = started
-            for line in resp.iter_lines():
-                if line == "event: response.completed":
-                    ended = time.perf_counter()
-        if ended == started:
-            raise RuntimeError("response did not complete")
-        return ended - started, started, ended
+        return timed_stream(url, body, "event: response.completed")
 
     empty_table()
     responses = [response(f"question {n}") for n in range(args.sessions)]
@@ -251,14 +245,8 @@ def run(args: argparse.Namespace, model: ModelJournal) -> None:
         call = paused["output_message"]["tool_calls"][0]
         result = {"call_id": call["call_id"], "tool_name": "get_weather", "content": "sunny"}
         url = f"{base}/{agent}/session/{session}/turn/{paused['turn_id']}/resume"
-        started = ended = time.perf_counter()
-        with http.stream("POST", url, json={"tool_responses": [result], "stream": True}) as resp:
-            for line in resp.iter_lines():
-                if '"turn_complete"' in line:
-                    ended = time.perf_counter()
-        if ended == started:
-            raise RuntimeError("resume did not complete")
-        return ended - started, started, ended
+        body = {"tool_responses": [result], "stream": True}
+        return timed_stream(url, body, '"turn_complete"')
 
     weather = {
         "name": "get_weather",
