@@ -94,18 +94,11 @@ class AgentStore:
     def delete_agent(self, tenant: str, agent_id: str) -> None:
         """Mark the agent deleting (no new sessions), delete its sessions, then the agent."""
         pk = keys.agent_pk(tenant, agent_id)
-        try:
-            self._t.client.update_item(
-                TableName=self._t.name,
-                Key=key(pk, keys.AGENT),
-                UpdateExpression="SET deleting = :t",
-                ConditionExpression="attribute_exists(PK)",
-                ExpressionAttributeValues={":t": {"BOOL": True}},
-            )
-        except ClientError as err:
-            if condition_failed(err):
-                raise NotFound(f"Agent {agent_id} not found") from err
-            raise
+        marked = self._t.update_if(
+            key(pk, keys.AGENT), "SET deleting = :t", "attribute_exists(PK)", {":t": {"BOOL": True}}
+        )
+        if not marked:
+            raise NotFound(f"Agent {agent_id} not found")
         for ref in self._t.query_all(
             {
                 "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",

@@ -52,6 +52,34 @@ class Table:
             "Item"
         )
 
+    def update_if(
+        self, item_key: dict[str, Any], update: str, condition: str, values: dict[str, Any]
+    ) -> bool:
+        """A conditional UpdateItem; False, with nothing written, when the condition fails."""
+        try:
+            self.client.update_item(
+                TableName=self.name,
+                Key=item_key,
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+            return False
+        return True
+
+    def put_if(self, item: dict[str, Any], condition: str) -> bool:
+        """A conditional PutItem; False, with nothing written, when the condition fails."""
+        try:
+            self.client.put_item(TableName=self.name, Item=item, ConditionExpression=condition)
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+            return False
+        return True
+
     def get_many(self, *keys: tuple[str, str]) -> list[dict[str, Any] | None]:
         """Items by (PK, SK) in one BatchGetItem (consistent), in the order asked; None where
         an item does not exist."""

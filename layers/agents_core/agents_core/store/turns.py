@@ -262,37 +262,25 @@ class TurnStore:
 
     def extend_lease(self, lock: SessionLock) -> bool:
         """Renew a running turn's lease; False when the turn no longer holds its session."""
-        try:
-            self._t.client.update_item(
-                TableName=self._t.name,
-                Key=key(lock.pk, keys.SESSION),
-                UpdateExpression="SET lease_until = :lease",
-                ConditionExpression="active_turn = :t AND active_state = :run",
-                ExpressionAttributeValues={
-                    ":t": {"S": lock.turn_id},
-                    ":run": {"S": RUNNING},
-                    ":lease": {"N": str(int(time.time()) + self.lease_seconds)},
-                },
-            )
-        except ClientError as err:
-            if not condition_failed(err):
-                raise
-            return False
-        return True
+        return self._t.update_if(
+            key(lock.pk, keys.SESSION),
+            "SET lease_until = :lease",
+            "active_turn = :t AND active_state = :run",
+            {
+                ":t": {"S": lock.turn_id},
+                ":run": {"S": RUNNING},
+                ":lease": {"N": str(int(time.time()) + self.lease_seconds)},
+            },
+        )
 
     def release(self, lock: SessionLock) -> None:
         """Free the session of a turn that could not start (nothing of it was written)."""
-        try:
-            self._t.client.update_item(
-                TableName=self._t.name,
-                Key=key(lock.pk, keys.SESSION),
-                UpdateExpression="REMOVE active_turn, active_state, lease_until, active_body",
-                ConditionExpression="active_turn = :t",
-                ExpressionAttributeValues={":t": {"S": lock.turn_id}},
-            )
-        except ClientError as err:
-            if not condition_failed(err):
-                raise
+        self._t.update_if(
+            key(lock.pk, keys.SESSION),
+            "REMOVE active_turn, active_state, lease_until, active_body",
+            "active_turn = :t",
+            {":t": {"S": lock.turn_id}},
+        )
 
     def _refuse(self, session: dict[str, Any] | None, agent_id: str, session_id: str) -> None:
         if session_gone(session, agent_id):
@@ -306,28 +294,18 @@ class TurnStore:
 
     def _mark_abandoned(self, lock: SessionLock, old_session: dict[str, Any]) -> None:
         """Record a turn whose Lambda died as failed: from the session item, if it ran there."""
-        turn_id = old_session["active_turn"]["S"]
-        sk = keys.turn_sk(turn_id)
-        try:
-            if "active_body" in old_session:
-                turn = Turn.model_validate_json(old_session["active_body"]["S"])
-                state = TurnState(FAILED, error="the turn stopped before it ended")
-                self._t.client.put_item(
-                    TableName=self._t.name,
-                    Item=self._turn_items(lock, turn, state, None)[0],
-                    ConditionExpression="attribute_not_exists(SK)",
-                )
-            else:
-                self._t.client.update_item(
-                    TableName=self._t.name,
-                    Key=key(lock.pk, sk),
-                    UpdateExpression="SET turn_status = :failed",
-                    ConditionExpression="turn_status = :run",
-                    ExpressionAttributeValues={":failed": {"S": FAILED}, ":run": {"S": RUNNING}},
-                )
-        except ClientError as err:
-            if not condition_failed(err):
-                raise
+        if "active_body" in old_session:
+            turn = Turn.model_validate_json(old_session["active_body"]["S"])
+            state = TurnState(FAILED, error="the turn stopped before it ended")
+            head = self._turn_items(lock, turn, state, None)[0]
+            self._t.put_if(head, "attribute_not_exists(SK)")
+        else:
+            self._t.update_if(
+                key(lock.pk, keys.turn_sk(old_session["active_turn"]["S"])),
+                "SET turn_status = :failed",
+                "turn_status = :run",
+                {":failed": {"S": FAILED}, ":run": {"S": RUNNING}},
+            )
 
     # --- writes during a turn ----------------------------------------------------------------
 
@@ -342,15 +320,7 @@ class TurnStore:
         head, *parts = record.items
         if parts:
             self._t.put_all(parts)
-        try:
-            self._t.client.put_item(
-                TableName=self._t.name,
-                Item=head,
-                ConditionExpression="attribute_not_exists(turn_status)",
-            )
-        except ClientError as err:
-            if not condition_failed(err):
-                raise
+        self._t.put_if(head, "attribute_not_exists(turn_status)")
 
     def save_step(self, lock: SessionLock, step: Step) -> None:
         self._t.put_all(self._step_items(lock, step))
