@@ -9,6 +9,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .items import decode
+
 BATCH = 25  # BatchWriteItem's limit
 
 _readers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
@@ -95,6 +97,18 @@ class Table:
                 return [found.get(k) for k in keys]
             time.sleep(0.05 * 2**attempt)
         raise RuntimeError("DynamoDB left reads unprocessed after retries")
+
+    def record(self, pk: str, sk: str) -> dict[str, str] | None:
+        """The JSON attributes of the record at (pk, sk), joined from its parts if it has any
+        (they sort right after it, so one query reads both); None if there is none."""
+        items = self.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
+                "ExpressionAttributeValues": {":pk": {"S": pk}, ":sk": {"S": sk}},
+                "ConsistentRead": True,
+            }
+        )
+        return next((attrs for head, attrs in decode(items) if head["SK"]["S"] == sk), None)
 
     def query_all(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []

@@ -16,7 +16,7 @@ from ..api.responses import OpenAIResponseObjectWithInput
 from . import keys
 from .dynamo import Table, key
 from .errors import NotFound
-from .items import decode, encode, json_body
+from .items import encode, json_body
 
 CONTEXT = "CONTEXT"
 
@@ -105,14 +105,7 @@ class ResponseStore:
         return self._records_at(keys.response_pk(tenant, response_id), sk, response_id)
 
     def _records_at(self, pk: str, sk: str, response_id: str = "") -> dict[str, str]:
-        items = self._t.query_all(
-            {
-                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
-                "ExpressionAttributeValues": {":pk": {"S": pk}, ":sk": {"S": sk}},
-                "ConsistentRead": True,
-            }
-        )
-        for head, attrs in decode(items):
-            if head["SK"]["S"] == sk:
-                return attrs
-        raise NotFound(f"Response {response_id or pk} not found")
+        attrs = self._t.record(pk, sk)
+        if attrs is None:
+            raise NotFound(f"Response {response_id or pk} not found")
+        return attrs

@@ -537,17 +537,9 @@ class TurnStore:
     ) -> Step:
         self.session_head(tenant, agent_id, session_id)
         pk = keys.session_pk(tenant, session_id)
-        sk = keys.step_sk(turn_id, step_id)
-        items = self._t.query_all(
-            {
-                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
-                "ExpressionAttributeValues": {":pk": {"S": pk}, ":s": {"S": sk}},
-                "ConsistentRead": True,
-            }
-        )
-        for head, attrs in decode(items):
-            if head["SK"]["S"] == sk:
-                return _adapter(Step).validate_json(attrs["body"])
+        attrs = self._t.record(pk, keys.step_sk(turn_id, step_id))
+        if attrs is not None:
+            return _adapter(Step).validate_json(attrs["body"])
         stored = self._read_turn(pk, turn_id)  # the turn's last step lives inside the turn item
         if stored is not None:
             for step in Turn.model_validate_json(stored[1]["body"]).steps:
