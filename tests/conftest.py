@@ -7,7 +7,7 @@ import pytest
 from agents_core.services import Services, build_services
 from agents_core.settings import Settings
 from agents_core.store.agents import AgentStore
-from agents_core.store.table import create_table_if_missing
+from agents_core.store.schema import create_table_if_missing
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.turns import resume_router, turns_router

@@ -8,17 +8,17 @@ import json
 import boto3
 import pytest
 from agents_core.api.agents import AgentConfig, CreateAgentTurnRequest
-from agents_core.engine.turns import TurnFailed
+from agents_core.domain import AWAITING_INPUT
+from agents_core.errors import RunFailed
 from agents_core.lifecycle import ensure_event_bus
-from agents_core.resume_queue import (
+from agents_core.services import build_services
+from agents_core.services.resume_queue import (
     ResumeQueueWorker,
     ensure_resume_queue,
     lambda_sqs_event,
     poll_forever,
 )
-from agents_core.services import build_services
 from agents_core.settings import Settings
-from agents_core.store.turns import AWAITING_INPUT
 
 from .conftest import TABLE
 from .lambda_support import load_event
@@ -199,7 +199,7 @@ def test_lifecycle_events_reach_a_rule_target(services, model, aws):
         model.reply(error="status", status=500)
         body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "boom"}])
         run = await services.engine.start_turn(TENANT, agent.agent_id, session.session_id, body)
-        with pytest.raises(TurnFailed):  # not streamed: the failure is raised, and announced
+        with pytest.raises(RunFailed):  # not streamed: the failure is raised, and announced
             await run.result()
         return ids, paused, None
 

@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 import pytest
 from agents_core.api.agents import AgentConfig, InferenceStep, ToolExecutionStep, Turn
 from agents_core.api.common import CompletionMessage, ToolCall, ToolResponse, UserMessage
+from agents_core.domain import COMPLETED, TurnState
+from agents_core.errors import NotFound, TooLarge
 from agents_core.ids import new_id
-from agents_core.store import NotFound, TooLarge, keys
+from agents_core.store import keys
 from agents_core.store.history_cache import History, HistoryCache
-from agents_core.store.turns import COMPLETED, TurnState
 
 from .conftest import TABLE
 
@@ -50,7 +51,7 @@ def make_turn(session_id: str, text: str = "hello") -> Turn:
 def record_turn(services, tenant: str, agent_id: str, turn: Turn) -> None:
     """Store a finished turn the way the engine does: lock, steps, then the turn with the release."""
     turns = services.turns
-    lock = turns.lock_for_new_turn(tenant, agent_id, turn.session_id, turn.turn_id)
+    lock = turns.lock_session(tenant, agent_id, turn)
     for step in turn.steps:
         turns.save_step(lock, step)
     turns.end_turn(lock, turn, TurnState(COMPLETED, iterations=1), history=[])

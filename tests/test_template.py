@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from agents_core.store.table import TABLE_DEFINITION, TTL_ATTRIBUTE
+from agents_core.store.schema import TABLE_DEFINITION, TTL_ATTRIBUTE
 
 from .lambda_support import ROOT
 

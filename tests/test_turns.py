@@ -11,12 +11,14 @@ import boto3
 import pytest
 from agents_core.api.agents import AgentConfig, ToolExecutionStep, Turn
 from agents_core.api.common import CompletionMessage, ToolCall, ToolResponse, UserMessage
+from agents_core.domain import COMPLETED, FAILED, RUNNING, TurnState
+from agents_core.errors import Conflict
 from agents_core.ids import new_id
 from agents_core.services import build_services
 from agents_core.settings import Settings
-from agents_core.store import Conflict, keys
+from agents_core.store import keys
 from agents_core.store.items import item_size
-from agents_core.store.turns import COMPLETED, FAILED, RUNNING, TurnState, TurnStore
+from agents_core.store.turns import TurnStore
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.turns import resume_router, turns_router
@@ -312,9 +314,9 @@ def test_a_large_tool_result_is_stored_in_parts(api, model, dynamodb):
 def test_one_turn_at_a_time(services, store):
     agent = store.create_agent("t", AgentConfig(model="m", instructions="i"))
     busy = store.create_session("t", agent.agent_id, "busy")
-    services.turns.lock_for_new_turn("t", agent.agent_id, busy.session_id, "turn-a")
+    services.turns.lock_session("t", agent.agent_id, _running_turn("turn-a", busy.session_id))
     with pytest.raises(Conflict):
-        services.turns.lock_for_new_turn("t", agent.agent_id, busy.session_id, "turn-b")
+        services.turns.lock_session("t", agent.agent_id, _running_turn("turn-b", busy.session_id))
 
 
 @pytest.mark.parametrize("size", [10, 5000], ids=["on the session item", "an item of its own"])
@@ -326,7 +328,7 @@ def test_a_running_turn_can_be_read_and_a_dead_one_ends_failed_when_its_lease_ex
     text = "x" * size
     dead = TurnStore(services.turns._t.client, TABLE, lease_seconds=-1)
     running = _running_turn("turn-a", session_id, text)
-    lock = dead.lock_for_new_turn("t", agent.agent_id, session_id, "turn-a", running)
+    lock = dead.lock_session("t", agent.agent_id, running)
     assert lock.recorded == (size == 10)
     if not lock.recorded:
         dead.put_running(dead.running_record(lock, running, TurnState(RUNNING)))
@@ -339,7 +341,7 @@ def test_a_running_turn_can_be_read_and_a_dead_one_ends_failed_when_its_lease_ex
     # Its Lambda died: the session is held only until the lease runs out, and the next turn
     # records the dead one as failed, input and all.
     next_turn = _running_turn("turn-b", session_id, "next")
-    services.turns.lock_for_new_turn("t", agent.agent_id, session_id, "turn-b", next_turn)
+    services.turns.lock_session("t", agent.agent_id, next_turn)
     turn, state = services.turns.get_turn_state("t", agent.agent_id, session_id, "turn-a")
     assert state.status == FAILED and turn.input_messages[0].content == text
     turns = store.get_session("t", agent.agent_id, session_id).turns
@@ -389,7 +391,7 @@ def test_image_content_reaches_the_model(api, model):
 
 def test_a_session_with_a_running_turn_is_not_deleted_under_it(api, services, model, dynamodb):
     agent_id, session_id = new_session(api)
-    services.turns.lock_for_new_turn("default", agent_id, session_id, "turn-running")
+    services.turns.lock_session("default", agent_id, _running_turn("turn-running", session_id))
     before = dynamodb.scan(TableName=TABLE)["Items"]
     resp = api.delete(f"/v1/agents/{agent_id}/session/{session_id}")
     assert resp.status_code == 409 and "running" in resp.json()["detail"]
@@ -466,7 +468,7 @@ def test_a_running_record_that_lands_after_the_turns_end_changes_nothing(service
     agent = store.create_agent("t", AgentConfig(model="m", instructions="i"))
     session = store.create_session("t", agent.agent_id, "s")
     turns = services.turns
-    lock = turns.lock_for_new_turn("t", agent.agent_id, session.session_id, "turn-a")
+    lock = turns.lock_session("t", agent.agent_id, _running_turn("turn-a", session.session_id))
     turn = _running_turn("turn-a", session.session_id)
     late = turns.running_record(lock, turn, TurnState(RUNNING))
     turn.output_message = CompletionMessage(content="done", stop_reason="end_of_turn")
@@ -530,7 +532,7 @@ def test_refused_resumes_change_nothing(api, model, dynamodb):
     # A new turn running on the session item cannot be resumed either.
     other_agent, other_session = new_session(api, client_tools=[WEATHER_TOOL])
     running = _running_turn("turn-r", other_session)
-    turns.lock_for_new_turn("default", other_agent, other_session, "turn-r", running)
+    turns.lock_session("default", other_agent, running)
     resp = api.post(f"{turn_url(other_agent, other_session)}/turn-r/resume", json=answer)
     assert resp.status_code == 409 and "running" in resp.json()["detail"]
 
@@ -639,8 +641,8 @@ def test_a_turn_that_lost_its_session_says_so_and_stores_nothing(api, model, dyn
             UpdateExpression="SET lease_until = :past",
             ExpressionAttributeValues={":past": {"N": "0"}},
         )
-        TurnStore(dynamodb, TABLE).lock_for_new_turn(
-            "default", agent_id, session_id, "turn-b", _running_turn("turn-b", session_id)
+        TurnStore(dynamodb, TABLE).lock_session(
+            "default", agent_id, _running_turn("turn-b", session_id)
         )
         events = sse_events(late.result().text)
     error = events[-1]["error"]

@@ -1,10 +1,10 @@
 """Lambda entry point of the agents function: agents, sessions, turn and step reads (buffered)."""
 
+from agents_core.log import logger
 from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.web.agents import router
 from agents_core.web.app import create_app
-from agents_core.web.log import logger
 from aws_lambda_powertools.logging import correlation_paths
 from mangum import Mangum
 

@@ -42,10 +42,14 @@ def build_local_app():
 
     from agents_core import aws
     from agents_core.lifecycle import ensure_event_bus
-    from agents_core.resume_queue import ResumeQueueWorker, ensure_resume_queue, poll_forever
     from agents_core.services import build_services
+    from agents_core.services.resume_queue import (
+        ResumeQueueWorker,
+        ensure_resume_queue,
+        poll_forever,
+    )
     from agents_core.settings import Settings
-    from agents_core.store.table import create_table_if_missing
+    from agents_core.store.schema import create_table_if_missing
     from agents_core.web.agents import router as agents_router
     from agents_core.web.app import create_app
     from agents_core.web.responses import router as responses_router

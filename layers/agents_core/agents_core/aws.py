@@ -55,24 +55,3 @@ def client(service: str, *, read_timeout: float = 5, attempts: int = 4) -> Any:
         tcp_keepalive=True,
     )
     return _session().client(service, config=config)
-
-
-#: Error codes of AWS calls that failed for the service's sake (throttled, overloaded, down).
-_UNAVAILABLE_CODES = {
-    "ProvisionedThroughputExceededException",
-    "RequestLimitExceeded",
-    "ThrottlingException",
-    "InternalServerError",
-    "ServiceUnavailable",
-}
-
-
-def unavailable(err: BaseException) -> bool:
-    """Whether `err` is an AWS call failing for AWS's sake, after the client's own retries: a
-    client should try again later (503), nothing it sent was wrong."""
-    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
-
-    if isinstance(err, ClientError):
-        status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return err.response.get("Error", {}).get("Code") in _UNAVAILABLE_CODES or status >= 500
-    return isinstance(err, ConnectionError | HTTPClientError)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .web.log import logger
+from .log import logger
 
 SOURCE = "serverless-agents"
 DETAIL_TYPES = {

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+#: The tenant of a caller with no identity in the request context (local use only: in Lambda,
+#: API Gateway requires an API key, whose id is the tenant).
+DEFAULT_TENANT = "default"
+
 
 @dataclass(frozen=True)
 class Settings:

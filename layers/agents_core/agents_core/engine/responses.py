@@ -1,5 +1,5 @@
-"""The Responses API on the shared providers: one model call per response, streamed as OpenAI's
-events in the order the official SDK accumulates them.
+"""The Responses API face of the agent loop: output items and OpenAI's stream events, in the
+order the official SDK accumulates them.
 
 A response's conversation is its previous response's conversation, then its input, then its
 output (as chat messages, stored as the response's CONTEXT). `instructions` apply to this
@@ -12,13 +12,12 @@ the client answers with `function_call_output` items on a new response chained t
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
 from typing import Any
 
-from .. import aws, metrics
+from .. import metrics
 from ..api.common import JsonSchemaResponseFormat
 from ..api.responses import (
     ContentPartAdded,
@@ -49,216 +48,237 @@ from ..api.responses import (
     ResponseInProgress,
     StreamEvent,
 )
+from ..errors import InvalidRequest, RunFailed, UpstreamFailed, UpstreamTimeout, status_of
 from ..ids import new_id
 from ..inference.router import ModelRouter
-from ..inference.types import (
-    ChatMessage,
-    ChatRequest,
-    ChatToolCall,
-    Finish,
-    Provider,
-    ProviderError,
-    TextDelta,
-    ToolCallDelta,
-    ToolSpec,
-    model_events,
-)
-from ..store.responses import ResponseStore
-from ..web.log import logger
-from .errors import InvalidRequest
+from ..inference.types import ChatMessage, ChatRequest, ChatToolCall, ToolSpec, Usage
+from ..log import logger
+from . import loop as L
+from .storage import ResponseStorage
+
+#: Model calls a response may make (each server-side tool result needs another).
+MAX_ITERATIONS = 10
 
 
 def _id(prefix: str) -> str:
     return f"{prefix}_{new_id().replace('-', '')}"
 
 
-@dataclass
-class ResponseFailedError(Exception):
-    """How a failed response ended, for a non-streaming caller (HTTP status and reason)."""
-
-    status: int
-    message: str
-    response_id: str
-
-
-@dataclass
 class ResponseRun:
-    """One response being generated; stored (unless `store` is false) when it ends."""
+    """One response being generated: the loop's events as output items and stream events;
+    stored (unless `store` is false) when it ends."""
 
-    engine: ResponsesEngine
-    tenant: str
-    response: OpenAIResponseObjectWithInput
-    provider: Provider
-    request: ChatRequest
-    context: list[ChatMessage]  # the conversation up to and including this response's input
-    store: bool
-    stream: bool
-    _sequence: int = 0
-    _output_messages: list[ChatMessage] = field(default_factory=list)
-    _failure_status: int = 502  # the HTTP status a failed response means (non-streaming)
+    def __init__(
+        self,
+        *,
+        storage: ResponseStorage,
+        tenant: str,
+        response: OpenAIResponseObjectWithInput,
+        context: list[ChatMessage],
+        loop: L.AgentLoop,
+        store: bool,
+    ) -> None:
+        self.storage = storage
+        self.tenant = tenant
+        self.response = response
+        self.context = context  # the conversation up to and including this response's input
+        self.loop = loop
+        self.store = store
+        self.stream = loop.stream
+        self._base = len(loop.request.messages)  # what the loop adds comes after
+        self._sequence = 0
+        self._failure: RunFailed | None = None
+        self._usage: Usage | None = None
+        self._last_finish = "stop"
+        self._text: OpenAIResponseMessage | None = None  # the message item being written
+        self._call: OpenAIResponseOutputMessageFunctionToolCall | None = None  # likewise
+        self._calls: dict[int, OpenAIResponseOutputMessageFunctionToolCall] = {}  # this reply's
 
     async def result(self) -> OpenAIResponseObject:
+        """Run to the end without streaming: the response (completed or incomplete), or
+        RunFailed with the status its cause means."""
         final: StreamEvent | None = None
         async for event in self.events():
             final = event
+        if self._failure is not None:
+            raise self._failure
         assert final is not None
-        if isinstance(final, ResponseFailed):
-            error = final.response.error
-            raise ResponseFailedError(
-                self._failure_status, error.message if error else "failed", final.response.id
-            )
-        return final.response  # completed or incomplete
+        return final.response
 
     async def events(self) -> AsyncIterator[StreamEvent]:
         snapshot = self._public()
         yield self._event(ResponseCreated, response=snapshot)
         yield self._event(ResponseInProgress, response=snapshot)
-        output = self.response.output
-        text_item: OpenAIResponseMessage | None = None
-        text: list[str] = []
-        calls: dict[int, OpenAIResponseOutputMessageFunctionToolCall] = {}
-        open_call: int | None = None
-        finish = Finish("stop")
         try:
-            async for event in model_events(self.provider, self.request, self.stream):
-                if isinstance(event, TextDelta):
-                    if text_item is None:
-                        text_item = OpenAIResponseMessage(
-                            id=_id("msg"), role="assistant", status="in_progress", content=[]
-                        )
-                        output.append(text_item)
-                        yield self._event(
-                            OutputItemAdded, item=text_item, output_index=len(output) - 1
-                        )
-                        yield self._event(
-                            ContentPartAdded,
-                            item_id=text_item.id,
-                            output_index=len(output) - 1,
-                            content_index=0,
-                            part=OpenAIResponseOutputMessageContentOutputText(text=""),
-                        )
-                    text.append(event.text)
-                    yield self._event(
-                        OutputTextDelta,
-                        item_id=text_item.id,
-                        output_index=output.index(text_item),
-                        content_index=0,
-                        delta=event.text,
-                    )
-                elif isinstance(event, ToolCallDelta):
-                    if text_item is not None and text_item.status == "in_progress":
-                        for done in self._close_text(text_item, "".join(text)):
-                            yield done
-                    if event.index not in calls:
-                        if open_call is not None:
-                            for done in self._close_call(calls[open_call]):
-                                yield done
-                        call = OpenAIResponseOutputMessageFunctionToolCall(
-                            id=_id("fc"),
-                            call_id=event.id or _id("call"),
-                            name=event.name or "",
-                            arguments="",
-                            status="in_progress",
-                        )
-                        calls[event.index] = call
-                        output.append(call)
-                        open_call = event.index
-                        yield self._event(OutputItemAdded, item=call, output_index=len(output) - 1)
-                    call = calls[event.index]
-                    if event.arguments:
-                        call.arguments += event.arguments
-                        yield self._event(
-                            FunctionCallArgumentsDelta,
-                            item_id=call.id,
-                            output_index=output.index(call),
-                            delta=event.arguments,
-                        )
-                elif isinstance(event, Finish):
-                    finish = event
-            if text_item is not None and text_item.status == "in_progress":
-                for done in self._close_text(text_item, "".join(text)):
-                    yield done
-            if open_call is not None:
-                for done in self._close_call(calls[open_call]):
-                    yield done
-        except ProviderError as err:
-            self._failure_status = err.status
-            code = "model_timeout" if err.status == 504 else "model_error"
-            yield await self._finish(
-                "failed", error=OpenAIResponseError(code=code, message=str(err))
-            )
-            return
+            async with aclosing(self.loop.run()) as events:
+                async for event in events:
+                    for out in self._on(event):
+                        yield out
+                    if isinstance(event, L.Paused | L.Finished):
+                        yield await self._finish(event)
+                    elif isinstance(event, L.Failed):
+                        yield await self._fail(event.error)
         except Exception as err:
-            logger.exception("response failed", extra={"response_id": self.response.id})
-            self._failure_status = 503 if aws.unavailable(err) else 500
-            error = OpenAIResponseError(code="server_error", message=type(err).__name__)
-            yield await self._finish("failed", error=error)
+            yield await self._fail(err)
+
+    def _on(self, event: L.LoopEvent) -> Iterator[StreamEvent]:
+        """The stream events one loop event means: items opened, written and closed."""
+        match event:
+            case L.ModelCallStarted():
+                self._calls = {}
+            case L.TextDelta(text=text):
+                if self._text is None:
+                    yield from self._open_text()
+                yield self._event(
+                    OutputTextDelta,
+                    item_id=self._text.id,
+                    output_index=self._index(self._text),
+                    content_index=0,
+                    delta=text,
+                )
+                self._text.content[0].text += text
+            case L.ToolCallDelta(index=index, call_id=call_id, name=name, arguments=arguments):
+                yield from self._close_text()
+                if index not in self._calls:
+                    yield from self._close_call()
+                    yield from self._open_call(index, call_id, name)
+                call = self._calls[index]
+                if arguments:
+                    call.arguments += arguments
+                    yield self._event(
+                        FunctionCallArgumentsDelta,
+                        item_id=call.id,
+                        output_index=self._index(call),
+                        delta=arguments,
+                    )
+            case L.ModelReplied(finish=finish, usage=usage):
+                yield from self._close_text()
+                yield from self._close_call()
+                self._last_finish = finish
+                self._add_usage(usage)
+
+    def _open_text(self) -> Iterator[StreamEvent]:
+        item = OpenAIResponseMessage(
+            id=_id("msg"),
+            role="assistant",
+            status="in_progress",
+            content=[OpenAIResponseOutputMessageContentOutputText(text="")],
+        )
+        self._text = item
+        self.response.output.append(item)
+        index = self._index(item)
+        announced = item.model_copy(update={"content": []})  # as opened, without the text
+        yield self._event(OutputItemAdded, item=announced, output_index=index)
+        yield self._event(
+            ContentPartAdded,
+            item_id=item.id,
+            output_index=index,
+            content_index=0,
+            part=OpenAIResponseOutputMessageContentOutputText(text=""),
+        )
+
+    def _close_text(self) -> Iterator[StreamEvent]:
+        item, self._text = self._text, None
+        if item is None:
             return
-        if finish.usage is not None:
-            self.response.usage = {
-                "input_tokens": finish.usage.input_tokens,
-                "output_tokens": finish.usage.output_tokens,
-                "total_tokens": finish.usage.input_tokens + finish.usage.output_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens_details": {"reasoning_tokens": 0},
-            }
-        self._output_messages = _output_messages(output)
-        if finish.reason == "length":
-            self.response.incomplete_details = {"reason": "max_output_tokens"}
-            yield await self._finish("incomplete")
-        else:
-            yield await self._finish("completed")
-
-    def _close_text(self, item: OpenAIResponseMessage, text: str) -> list[StreamEvent]:
-        index = self.response.output.index(item)
-        part = OpenAIResponseOutputMessageContentOutputText(text=text)
-        item.content = [part]
+        index = self._index(item)
+        part = item.content[0]
         item.status = "completed"
-        return [
-            self._event(
-                OutputTextDone, item_id=item.id, output_index=index, content_index=0, text=text
-            ),
-            self._event(
-                ContentPartDone, item_id=item.id, output_index=index, content_index=0, part=part
-            ),
-            self._event(OutputItemDone, item=item, output_index=index),
-        ]
+        yield self._event(
+            OutputTextDone, item_id=item.id, output_index=index, content_index=0, text=part.text
+        )
+        yield self._event(
+            ContentPartDone, item_id=item.id, output_index=index, content_index=0, part=part
+        )
+        yield self._event(OutputItemDone, item=item, output_index=index)
 
-    def _close_call(self, call: OpenAIResponseOutputMessageFunctionToolCall) -> list[StreamEvent]:
-        index = self.response.output.index(call)
+    def _open_call(self, index: int, call_id: str, name: str) -> Iterator[StreamEvent]:
+        call = OpenAIResponseOutputMessageFunctionToolCall(
+            id=_id("fc"), call_id=call_id, name=name, arguments="", status="in_progress"
+        )
+        self._calls[index] = self._call = call
+        self.response.output.append(call)
+        announced = call.model_copy()  # the event is sent later than the call grows
+        yield self._event(OutputItemAdded, item=announced, output_index=self._index(call))
+
+    def _close_call(self) -> Iterator[StreamEvent]:
+        call, self._call = self._call, None
+        if call is None:
+            return
+        index = self._index(call)
         call.status = "completed"
-        return [
-            self._event(
-                FunctionCallArgumentsDone,
-                item_id=call.id,
-                output_index=index,
-                arguments=call.arguments,
-            ),
-            self._event(OutputItemDone, item=call, output_index=index),
-        ]
+        yield self._event(
+            FunctionCallArgumentsDone, item_id=call.id, output_index=index, arguments=call.arguments
+        )
+        yield self._event(OutputItemDone, item=call, output_index=index)
 
-    async def _finish(self, status: str, error: OpenAIResponseError | None = None) -> StreamEvent:
+    def _add_usage(self, usage: Usage | None) -> None:
+        if usage is None:
+            return
+        if self._usage is not None:
+            usage = Usage(
+                self._usage.input_tokens + usage.input_tokens,
+                self._usage.output_tokens + usage.output_tokens,
+            )
+        self._usage = usage
+        self.response.usage = {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
+
+    async def _finish(self, event: L.Paused | L.Finished) -> StreamEvent:
+        if isinstance(event, L.Finished) and event.reason == "max_iterations":
+            self.response.incomplete_details = {"reason": "max_iterations"}
+            return await self._end("incomplete")
+        if self._last_finish == "length":
+            self.response.incomplete_details = {"reason": "max_output_tokens"}
+            return await self._end("incomplete")
+        return await self._end("completed")
+
+    async def _fail(self, err: Exception) -> StreamEvent:
+        status = status_of(err)
+        if isinstance(err, UpstreamTimeout):
+            code, message = "model_timeout", str(err)
+        elif isinstance(err, UpstreamFailed):
+            code, message = "model_error", str(err)
+        else:
+            logger.exception("response failed", extra={"response_id": self.response.id})
+            code, message = "server_error", type(err).__name__
+        self._failure = RunFailed(status, message, response_id=self.response.id)
+        return await self._end("failed", OpenAIResponseError(code=code, message=message))
+
+    async def _end(self, status: str, error: OpenAIResponseError | None = None) -> StreamEvent:
         self.response.status = status
         self.response.error = error
         if self.store:
-            context = [m.to_dict() for m in self.context + self._output_messages]
             try:
-                await asyncio.to_thread(self.engine.store.save, self.tenant, self.response, context)
+                await self.storage.save(self.tenant, self.response, self._conversation())
             except Exception as err:
-                if not aws.unavailable(err):
+                if status_of(err) != 503:
                     raise
                 logger.warning("response not stored", extra={"response_id": self.response.id})
-                self._failure_status = 503
+                message = "Storage is unavailable for a moment; the response was not stored"
+                self._failure = RunFailed(503, message, response_id=self.response.id)
                 self.response.status = status = "failed"
-                self.response.error = OpenAIResponseError(
-                    code="server_error",
-                    message="Storage is unavailable for a moment; the response was not stored",
-                )
+                self.response.error = OpenAIResponseError(code="server_error", message=message)
         kind = {"completed": ResponseCompleted, "incomplete": ResponseIncomplete}.get(
             status, ResponseFailed
         )
         metrics.count(f"Responses{status.capitalize()}")
         return self._event(kind, response=self._public())
+
+    def _conversation(self) -> list[dict[str, Any]]:
+        """The stored CONTEXT: the conversation through this response's input, then what the
+        loop added (replies and tool results); nothing of a failed response's output."""
+        added = [] if self.response.status == "failed" else self.loop.request.messages[self._base :]
+        kept = [m for m in added if m.role != "assistant" or m.content or m.tool_calls]
+        return [m.to_dict() for m in self.context + kept]
+
+    def _index(self, item: Any) -> int:
+        return self.response.output.index(item)
 
     def _public(self) -> OpenAIResponseObject:
         data = self.response.model_dump(exclude={"input"})
@@ -273,15 +293,15 @@ class ResponseRun:
 
 
 class ResponsesEngine:
-    def __init__(self, store: ResponseStore, models: ModelRouter) -> None:
-        self.store = store
+    def __init__(self, storage: ResponseStorage, models: ModelRouter) -> None:
+        self.storage = storage
         self.models = models
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
         tools = _function_tools(body)
         previous: list[ChatMessage] = []
         if body.previous_response_id:
-            stored = await asyncio.to_thread(self.store.context, tenant, body.previous_response_id)
+            stored = await self.storage.context(tenant, body.previous_response_id)
             previous = [ChatMessage.from_dict(m) for m in stored]
         items = _input_items(body.input)
         current = previous + _input_messages(items)
@@ -295,7 +315,7 @@ class ResponsesEngine:
             response_format=_response_format(text),
             temperature=body.temperature,
         )
-        provider.check(request)  # UnsupportedRequest: 400 before anything runs
+        provider.check(request)  # 400 before anything runs
         response = OpenAIResponseObjectWithInput(
             id=_id("resp"),
             created_at=int(time.time()),
@@ -308,15 +328,21 @@ class ResponsesEngine:
             instructions=body.instructions,
             input=items,
         )
+        loop = L.AgentLoop(
+            provider,
+            request,
+            L.Tools(client=None),
+            max_iterations=MAX_ITERATIONS,
+            stream=bool(body.stream),
+            new_call_id=lambda: _id("call"),
+        )
         return ResponseRun(
-            engine=self,
+            storage=self.storage,
             tenant=tenant,
             response=response,
-            provider=provider,
-            request=request,
             context=current,
+            loop=loop,
             store=body.store is not False,
-            stream=bool(body.stream),
         )
 
 
@@ -396,13 +422,3 @@ def _input_messages(items: list[Any]) -> list[ChatMessage]:
         elif isinstance(item, OpenAIResponseInputFunctionToolCallOutput):
             messages.append(ChatMessage("tool", item.output, tool_call_id=item.call_id))
     return messages
-
-
-def _output_messages(output: list[Any]) -> list[ChatMessage]:
-    message = ChatMessage("assistant", "")
-    for item in output:
-        if isinstance(item, OpenAIResponseMessage):
-            message.content += _content_text(item.content)
-        elif isinstance(item, OpenAIResponseOutputMessageFunctionToolCall):
-            message.tool_calls.append(ChatToolCall(item.call_id, item.name, item.arguments))
-    return [message] if message.content or message.tool_calls else []

@@ -1,12 +1,11 @@
-"""The turn engine: inference and tool steps in a loop until the model answers or must wait.
+"""The Agents API face of the agent loop: turns and steps.
 
-A turn runs while it holds its session's lock (`store.turns`). Each model call is an inference
-step; tool calls to the agent's client tools pause the turn (`turn_awaiting_input`) until the
-client resumes it with their results, which become a tool-execution step before the loop goes
-on. Calls to tools nobody serves are answered with an error result so the model can recover.
-Every step is stored as it completes; the turn's end (paused, completed, failed) is written
-together with the lock's release. A provider error ends the turn as failed, never
-half-written.
+A turn runs while it holds its session's lock. Each model call is an inference step; calls to
+the agent's client tools pause the turn (`turn_awaiting_input`) until the client resumes it with
+their results, which become a tool-execution step before the loop goes on; calls answered here
+(unknown tools, with an error result) are a tool-execution step too. Every step is stored as it
+completes; the turn's end (paused, completed, failed) is stored together with the lock's
+release. A failure ends the turn as failed, never half-written.
 
     run = await engine.start_turn(tenant, agent_id, session_id, request)  # 404/409/400 here
     async for chunk in run.events(): ...  # or: turn = await run.result()
@@ -15,12 +14,12 @@ half-written.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from contextlib import aclosing
 from typing import Any
 
-from .. import aws, metrics
+from .. import metrics
 from ..api.agents import (
     AgentConfig,
     AgentTurnResponseEvent,
@@ -46,56 +45,16 @@ from ..api.common import (
     ToolConfig,
     ToolResponse,
 )
+from ..domain import AWAITING_INPUT, COMPLETED, FAILED, RUNNING, SessionLock, TurnState
+from ..errors import Conflict, InvalidRequest, RunFailed, UpstreamFailed, status_of
 from ..ids import new_id
 from ..inference.router import ModelRouter
-from ..inference.types import (
-    ChatMessage,
-    ChatRequest,
-    Finish,
-    Provider,
-    ProviderError,
-    model_events,
-)
-from ..inference.types import TextDelta as ModelText
-from ..inference.types import ToolCallDelta as ModelToolCall
+from ..inference.types import ChatMessage, ChatRequest
 from ..lifecycle import TurnEventPublisher
-from ..store import Conflict
-from ..store.agents import AgentStore
-from ..store.turns import (
-    AWAITING_INPUT,
-    COMPLETED,
-    FAILED,
-    RUNNING,
-    SessionLock,
-    TurnState,
-    TurnStore,
-)
-from ..web.log import logger
+from ..log import logger
+from . import loop as L
 from . import messages as convert
-from .errors import InvalidRequest
-
-
-@dataclass
-class TurnFailed(Exception):
-    """How a failed turn ended: the status to answer a non-streaming caller with, and why.
-    `resumable`: the turn was put back to awaiting input (a queued resume, retried later)."""
-
-    status: int
-    message: str
-    turn_id: str
-    resumable: bool = False
-
-    def as_event(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "status": self.status, "turn_id": self.turn_id}}
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _chunk(payload: Any) -> AgentTurnResponseStreamChunk:
-    return AgentTurnResponseStreamChunk(event=AgentTurnResponseEvent(payload=payload))
-
+from .storage import TurnStorage
 
 _TURN_METRIC = {
     AWAITING_INPUT: "TurnsAwaitingInput",
@@ -106,70 +65,45 @@ _TURN_METRIC = {
 _PENDING_OUTPUT = CompletionMessage(content="", stop_reason=StopReason.end_of_message)
 
 
-@dataclass
 class TurnRun:
-    """One started (or resumed) turn, holding its session's lock until it pauses or ends."""
+    """One started (or resumed) turn, holding its session until it pauses or ends: the loop's
+    events as Agents API stream chunks, and the turn stored as it goes."""
 
-    engine: TurnEngine
-    agent_id: str
-    lock: SessionLock
-    turn: Turn
-    state: TurnState
-    provider: Provider
-    request: ChatRequest
-    client_tools: set[str]
-    max_iterations: int
-    stream: bool
-    prelude: list[Step] = field(default_factory=list)
-    recorded: asyncio.Task | None = None  # the write of the running turn, if not yet awaited
-    record_first: bool = False  # it must land before the turn's end is written (see store)
-    #: For a queued resume: the paused turn to go back to if the model fails (SQS retries).
-    revert_to: tuple[Turn, TurnState] | None = None
-    written_steps: list[str] = field(default_factory=list)
-
-    async def _keep_lease(self) -> None:
-        """Renew the session lock's lease while the turn runs, so a turn whose Lambda died
-        frees its session within one lease (TURN_LEASE_SECONDS), however long turns may run."""
-        turns = self.engine.turns
-        while True:
-            await asyncio.sleep(turns.lease_seconds / 4)
-            try:
-                if not await asyncio.to_thread(turns.extend_lease, self.lock):
-                    return  # the turn lost its session; its end will say so
-            except Exception:  # a missed renewal is not fatal: the lease has three more
-                logger.warning("could not renew the lease", extra={"turn_id": self.turn.turn_id})
-
-    async def _record_landed(self) -> None:
-        """Wait for the running turn's record. Its loss only hides a running turn from readers:
-        the turn's end is written whole either way."""
-        if self.recorded is None:
-            return
-        task, self.recorded = self.recorded, None
-        try:
-            await task
-        except Exception:
-            logger.exception("could not record running turn", extra={"turn_id": self.turn.turn_id})
-
-    async def _write_end(
-        self, history: list[dict[str, Any]] | None = None, steps: tuple[Step, ...] = ()
+    def __init__(
+        self,
+        *,
+        storage: TurnStorage,
+        publisher: TurnEventPublisher | None,
+        agent_id: str,
+        lock: SessionLock,
+        turn: Turn,
+        state: TurnState,
+        loop: L.AgentLoop,
+        prelude: tuple[Step, ...] = (),
+        revert_to: tuple[Turn, TurnState] | None = None,
     ) -> None:
-        """Write the turn's end (paused, completed, failed) and release or park the lock."""
-        if self.record_first:
-            await self._record_landed()
-        try:
-            await asyncio.to_thread(
-                self.engine.turns.end_turn, self.lock, self.turn, self.state, history, steps
-            )
-        finally:
-            await self._record_landed()
+        self.storage = storage
+        self.publisher = publisher
+        self.agent_id = agent_id
+        self.lock = lock
+        self.turn = turn
+        self.state = state
+        self.loop = loop
+        self.stream = loop.stream
+        self.prelude = prelude  # steps stored before the loop runs (a resume's tool results)
+        #: For a queued resume: the paused turn to go back to if the model fails (SQS retries).
+        self.revert_to = revert_to
+        self.written_steps = [step.step_id for step in prelude]
+        self._answer: InferenceStep | None = None  # the last reply, stored with the turn's end
+        self._reverted = False  # back to awaiting input, as before this resume: nothing to tell
 
     async def result(self) -> Turn:
-        """Run to the end without streaming: the Turn, or TurnFailed (raised once the run has
+        """Run to the end without streaming: the Turn, or RunFailed (raised once the run has
         finished, its lifecycle event published)."""
         final: Turn | None = None
-        failed: TurnFailed | None = None
+        failed: RunFailed | None = None
         async for item in self.events():
-            if isinstance(item, TurnFailed):
+            if isinstance(item, RunFailed):
                 failed = item
                 continue
             payload = item.event.payload
@@ -183,165 +117,135 @@ class TurnRun:
         assert final is not None
         return final
 
-    async def events(self) -> AsyncIterator[AgentTurnResponseStreamChunk | TurnFailed]:
+    async def events(self) -> AsyncIterator[AgentTurnResponseStreamChunk | RunFailed]:
         """The turn's stream: turn_start, steps, then turn_complete / turn_awaiting_input, or a
-        TurnFailed as the last item."""
+        RunFailed as the last item."""
         yield _chunk(AgentTurnResponseTurnStartPayload(turn_id=self.turn.turn_id))
         lease = asyncio.create_task(self._keep_lease())
         try:
             for step in self.prelude:
-                yield _chunk(
-                    AgentTurnResponseStepStartPayload(
-                        step_type=step.step_type, step_id=step.step_id
-                    )
-                )
+                yield _step_start(step.step_type, step.step_id)
                 yield _step_complete(step)
-            while True:
-                if self.state.iterations >= self.max_iterations:
-                    yield await self._complete(self._last_output(StopReason.out_of_tokens))
-                    await self._announce()
-                    return
-                self.state.iterations += 1
-                step = None
-                async for item in self._infer():
-                    if isinstance(item, InferenceStep):
-                        step = item
-                    else:
-                        yield item
-                assert step is not None
-                calls = step.model_response.tool_calls or []
-                if not calls:  # the answer: its step is written with the turn's end
-                    done = await self._complete(step.model_response, step)
-                    yield _step_complete(step)
-                    yield done
-                    await self._announce()
-                    return
-                await self._save_step(step)
-                yield _step_complete(step)
-                unserved = [c for c in calls if c.tool_name not in self.client_tools]
-                if unserved:
-                    tool_step = self._unknown_tools_step(unserved)
-                    yield _chunk(
-                        AgentTurnResponseStepStartPayload(
-                            step_type="tool_execution", step_id=tool_step.step_id
-                        )
-                    )
-                    await self._save_step(tool_step)
-                    yield _step_complete(tool_step)
-                pending = [c for c in calls if c.tool_name in self.client_tools]
-                if pending:
-                    yield await self._pause(step.model_response, pending)
-                    await self._announce()
-                    return
-        except ProviderError as err:
-            if self.revert_to is not None:
-                yield await self._revert(err)
-                return
-            yield await self._fail(err.status, str(err))
-        except Conflict as err:  # ran past its lease: another turn has the session now
-            logger.warning("turn lost its session", extra={"turn_id": self.turn.turn_id})
-            self.state.status, self.state.error = FAILED, str(err)
-            yield TurnFailed(409, str(err), self.turn.turn_id)
-        except Exception as err:  # an AWS fault or a bug: the turn still ends, as failed
-            if aws.unavailable(err):
-                logger.warning("turn failed: AWS unavailable", extra={"turn_id": self.turn.turn_id})
-                yield await self._fail(503, f"storage unavailable: {err}")
-            else:
-                logger.exception("turn failed", extra={"turn_id": self.turn.turn_id})
-                yield await self._fail(500, f"internal error: {type(err).__name__}")
+            async with aclosing(self.loop.run()) as events:
+                async for event in events:
+                    async for chunk in self._on(event):
+                        yield chunk
+        except Exception as err:  # storage failed or the turn lost its session
+            yield await self._fail(err)
         finally:
             lease.cancel()
-        await self._announce()
+        if not self._reverted:
+            await self._announce()
 
-    async def _infer(self) -> AsyncIterator[Any]:
-        step_id = new_id()
-        started = _now()
-        yield _chunk(AgentTurnResponseStepStartPayload(step_type="inference", step_id=step_id))
-        text: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
-        finish = Finish("stop")
-        async for event in model_events(self.provider, self.request, self.stream):
-            if isinstance(event, ModelText):
-                text.append(event.text)
-                yield _progress(step_id, TextDelta(text=event.text))
-            elif isinstance(event, ModelToolCall):
-                call = calls.setdefault(event.index, {"id": "", "name": "", "arguments": ""})
-                call["id"] = event.id or call["id"]
-                call["name"] = event.name or call["name"]
-                call["arguments"] += event.arguments
-                if event.arguments:
-                    yield _progress(
-                        step_id,
-                        ToolCallDelta(tool_call=event.arguments, parse_status="in_progress"),
-                    )
-            elif isinstance(event, Finish):
-                finish = event
-        tool_calls = [
-            convert.tool_call(c["id"] or new_id(), c["name"], c["arguments"])
-            for _, c in sorted(calls.items())
-        ]
-        for call in tool_calls:
-            yield _progress(step_id, ToolCallDelta(tool_call=call, parse_status="succeeded"))
-        stop = (
-            StopReason.out_of_tokens
-            if finish.reason == "length"
-            else StopReason.end_of_message
-            if tool_calls
-            else StopReason.end_of_turn
-        )
-        message = CompletionMessage(content="".join(text), stop_reason=stop, tool_calls=tool_calls)
-        self.request.messages.append(convert.assistant_message(message))
-        yield InferenceStep(
-            turn_id=self.turn.turn_id,
-            step_id=step_id,
-            started_at=started,
-            completed_at=_now(),
-            model_response=message,
-        )
+    async def _on(self, event: L.LoopEvent) -> AsyncIterator[AgentTurnResponseStreamChunk | Any]:
+        """The chunks one loop event means for the turn, storing what it completes."""
+        match event:
+            case L.ModelCallStarted(step_id=step_id):
+                yield _step_start("inference", step_id)
+            case L.TextDelta(step_id=step_id, text=text):
+                yield _progress(step_id, TextDelta(text=text))
+            case L.ToolCallDelta(step_id=step_id, arguments=arguments) if arguments:
+                delta = ToolCallDelta(tool_call=arguments, parse_status="in_progress")
+                yield _progress(step_id, delta)
+            case L.ModelReplied():
+                step = _inference_step(self.turn.turn_id, event)
+                for call in step.model_response.tool_calls or []:
+                    delta = ToolCallDelta(tool_call=call, parse_status="succeeded")
+                    yield _progress(step.step_id, delta)
+                if step.model_response.tool_calls:
+                    await self._save_step(step)
+                    yield _step_complete(step)
+                else:  # the answer: stored with the turn's end
+                    self._answer = step
+            case L.ToolsRan():
+                step = _tool_step(self.turn.turn_id, event)
+                yield _step_start(step.step_type, step.step_id)
+                await self._save_step(step)
+                yield _step_complete(step)
+            case L.Paused(calls=calls):
+                yield await self._pause([c.id for c in calls])
+            case L.Finished(reason="answered"):
+                answer = self._answer
+                assert answer is not None
+                done = await self._complete(answer.model_response, answer)
+                yield _step_complete(answer)
+                yield done
+            case L.Finished(reason="max_iterations"):
+                yield await self._complete(self._last_output(StopReason.out_of_tokens))
+            case L.Failed(error=error):
+                yield await self._fail(error)
 
-    def _unknown_tools_step(self, calls: list[ToolCall]) -> ToolExecutionStep:
-        responses = [
-            ToolResponse(
-                call_id=c.call_id,
-                tool_name=c.tool_name,
-                content=f"Unknown tool `{c.tool_name}` was called.",
-            )
-            for c in calls
-        ]
-        for response in responses:
-            self.request.messages.append(
-                ChatMessage("tool", str(response.content), tool_call_id=response.call_id)
-            )
-        now = _now()
-        return ToolExecutionStep(
-            turn_id=self.turn.turn_id,
-            step_id=new_id(),
-            started_at=now,
-            completed_at=now,
-            tool_calls=calls,
-            tool_responses=responses,
-        )
+    async def _keep_lease(self) -> None:
+        """Renew the session lock's lease while the turn runs, so a turn whose Lambda died
+        frees its session within one lease, however long turns may run."""
+        while True:
+            await asyncio.sleep(self.storage.lease_seconds / 4)
+            try:
+                if not await self.storage.extend_lease(self.lock):
+                    return  # the turn lost its session; its end will say so
+            except Exception:  # a missed renewal is not fatal: the lease has three more
+                logger.warning("could not renew the lease", extra={"turn_id": self.turn.turn_id})
 
     async def _save_step(self, step: Step) -> None:
-        await asyncio.to_thread(self.engine.turns.save_step, self.lock, step)
+        await self.storage.save_step(self.lock, step)
         self.written_steps.append(step.step_id)
         self.turn.steps.append(step)
 
-    async def _revert(self, err: ProviderError) -> TurnFailed:
-        """Undo this continuation: its steps go, the turn awaits the same tool results again."""
-        paused_turn, paused_state = self.revert_to
-        await asyncio.to_thread(
-            self.engine.turns.revert, self.lock, paused_turn, paused_state, self.written_steps
-        )
-        self.turn, self.state = paused_turn, paused_state
-        return TurnFailed(err.status, str(err), self.turn.turn_id, resumable=True)
+    async def _end(self, status: str, **stored: Any) -> None:
+        self.state.status = status
+        self.state.iterations = self.loop.iterations
+        await self.storage.end_turn(self.lock, self.turn, self.state, **stored)
+
+    async def _complete(
+        self, output: CompletionMessage, last_step: Step | None = None
+    ) -> AgentTurnResponseStreamChunk:
+        steps = (last_step,) if last_step is not None else ()
+        self.turn.steps.extend(steps)
+        self.turn.output_message = output
+        self.turn.completed_at = L.now()
+        self.state.pending_calls = []
+        history = [m.to_dict() for m in convert.turn_messages(self.turn)]
+        await self._end(COMPLETED, history=history, steps=steps)
+        return _chunk(AgentTurnResponseTurnCompletePayload(turn=self.turn))
+
+    async def _pause(self, call_ids: list[str]) -> AgentTurnResponseStreamChunk:
+        reply = self._last_reply()
+        pending = [c for c in reply.tool_calls or [] if c.call_id in call_ids]
+        self.turn.output_message = reply.model_copy(update={"tool_calls": pending})
+        self.state.pending_calls = pending
+        await self._end(AWAITING_INPUT)
+        return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
+
+    async def _fail(self, err: Exception) -> RunFailed:
+        """End the turn as failed, and say why. A queued resume whose model failed goes back to
+        awaiting input instead, for SQS to retry; a turn that lost its session writes nothing."""
+        status, message = status_of(err), _reason(err)
+        turn_id = self.turn.turn_id
+        if isinstance(err, Conflict):  # ran past its lease: another turn has the session now
+            logger.warning("turn lost its session", extra={"turn_id": turn_id})
+            self.state.status, self.state.error = FAILED, message
+            return RunFailed(status, message, turn_id=turn_id)
+        if isinstance(err, UpstreamFailed) and self.revert_to is not None:
+            paused_turn, paused_state = self.revert_to
+            await self.storage.revert(self.lock, paused_turn, paused_state, self.written_steps)
+            self.turn, self.state, self._reverted = paused_turn, paused_state, True
+            return RunFailed(status, message, retry=True, turn_id=turn_id)
+        if status >= 500 and not isinstance(err, UpstreamFailed):
+            log = logger.warning if status == 503 else logger.exception
+            log("turn failed", extra={"turn_id": turn_id, "error": type(err).__name__})
+        self.state.error = message
+        self.turn.completed_at = L.now()
+        try:
+            await self._end(FAILED)
+        except Exception:  # the lease expires on its own; the client still learns why
+            logger.exception("could not record failed turn", extra={"turn_id": turn_id})
+        return RunFailed(status, message, turn_id=turn_id)
 
     async def _announce(self) -> None:
         """Count the turn's new state (paused, completed, failed) and publish it on the bus."""
         status = self.state.status
         metrics.count(_TURN_METRIC[status])
-        publisher = self.engine.publisher
-        if publisher is None:
+        if self.publisher is None:
             return
         detail: dict[str, Any] = {
             "tenant": self.lock.tenant,
@@ -358,56 +262,29 @@ class TurnRun:
             detail["output_message"] = self.turn.output_message.model_dump(mode="json")
         else:
             detail["error"] = self.state.error
-        await asyncio.to_thread(publisher.publish, status, detail)
+        await asyncio.to_thread(self.publisher.publish, status, detail)
 
-    def _last_output(self, stop: StopReason) -> CompletionMessage:
+    def _last_reply(self) -> CompletionMessage:
         for step in reversed(self.turn.steps):
             if isinstance(step, InferenceStep):
-                return step.model_response.model_copy(update={"stop_reason": stop})
-        return CompletionMessage(content="", stop_reason=stop)
+                return step.model_response
+        return CompletionMessage(content="", stop_reason=StopReason.end_of_message)
 
-    async def _complete(
-        self, output: CompletionMessage, last_step: Step | None = None
-    ) -> AgentTurnResponseStreamChunk:
-        steps = (last_step,) if last_step is not None else ()
-        self.turn.steps.extend(steps)
-        self.turn.output_message = output
-        self.turn.completed_at = _now()
-        self.state.status = COMPLETED
-        self.state.pending_calls = []
-        await self._write_end([m.to_dict() for m in convert.turn_messages(self.turn)], steps)
-        return _chunk(AgentTurnResponseTurnCompletePayload(turn=self.turn))
-
-    async def _pause(
-        self, output: CompletionMessage, pending: list[ToolCall]
-    ) -> AgentTurnResponseStreamChunk:
-        self.turn.output_message = output.model_copy(update={"tool_calls": pending})
-        self.state.status = AWAITING_INPUT
-        self.state.pending_calls = pending
-        await self._write_end()
-        return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
-
-    async def _fail(self, status: int, message: str) -> TurnFailed:
-        self.state.status = FAILED
-        self.state.error = message
-        self.turn.completed_at = _now()
-        try:
-            await self._write_end()
-        except Exception:  # the lease expires on its own; the client still learns why
-            logger.exception("could not record failed turn", extra={"turn_id": self.turn.turn_id})
-        return TurnFailed(status, message, self.turn.turn_id)
+    def _last_output(self, stop: StopReason) -> CompletionMessage:
+        return self._last_reply().model_copy(update={"stop_reason": stop})
 
 
 class TurnEngine:
+    """Starts and resumes turns: reads what a turn needs, takes its session, and hands the
+    agent loop to a TurnRun."""
+
     def __init__(
         self,
-        agents: AgentStore,
-        turns: TurnStore,
+        storage: TurnStorage,
         models: ModelRouter,
         publisher: TurnEventPublisher | None = None,
     ) -> None:
-        self.agents = agents
-        self.turns = turns
+        self.storage = storage
         self.models = models
         self.publisher = publisher
 
@@ -420,16 +297,14 @@ class TurnEngine:
             input_messages=body.messages,
             steps=[],
             output_message=_PENDING_OUTPUT,
-            started_at=_now(),
+            started_at=L.now(),
         )
         state = TurnState(RUNNING)
         # The lock and the agent (a warm container has it) in one round trip; then, under the
         # lock, the history, unless the session has none or this container remembers it.
         locked, agent = await asyncio.gather(
-            asyncio.to_thread(
-                self.turns.lock_for_new_turn, tenant, agent_id, session_id, turn.turn_id, turn
-            ),
-            asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
+            self.storage.lock_session(tenant, agent_id, turn),
+            self.storage.agent(tenant, agent_id),
             return_exceptions=True,
         )
         if isinstance(locked, BaseException):
@@ -438,31 +313,27 @@ class TurnEngine:
         try:
             if isinstance(agent, BaseException):
                 raise agent
-            messages = self.turns.remembered_history(tenant, session_id, lock.previous_turn)
-            if messages is None:
-                messages = await asyncio.to_thread(
-                    self.turns.history, tenant, session_id, lock.previous_turn
-                )
-            new = convert.input_messages(body.messages, body.documents)
-            run = self._run(
-                lock,
-                agent_id,
-                turn,
-                state,
+            history = await self.storage.history(tenant, session_id, lock.previous_turn)
+            loop = self._loop(
                 agent.agent_config,
-                messages,
-                new,
-                body,
-                bool(body.stream),
+                history,
+                convert.input_messages(body.messages, body.documents),
+                body=body,
+                stream=bool(body.stream),
             )
-            record = None if lock.recorded else self.turns.running_record(lock, turn, state)
+            await self.storage.turn_started(lock, turn)
         except BaseException:
-            await asyncio.to_thread(self.turns.release, lock)
+            await self.storage.release(lock)
             raise
-        if record is not None:  # too large to travel with the lock: written while the model works
-            run.recorded = asyncio.create_task(asyncio.to_thread(self.turns.put_running, record))
-            run.record_first = record.in_parts
-        return run
+        return TurnRun(
+            storage=self.storage,
+            publisher=self.publisher,
+            agent_id=agent_id,
+            lock=lock,
+            turn=turn,
+            state=state,
+            loop=loop,
+        )
 
     async def resume_turn(
         self,
@@ -478,11 +349,11 @@ class TurnEngine:
         """Continue a paused turn. `queued` (a resume from the queue): a model failure puts the
         turn back to awaiting input, so the message can be retried, instead of failing it.
 
-        Nothing is written until the transaction that takes the session back and stores the
-        tool results; a refused resume (404, 409, 400) changes nothing."""
+        Nothing is written until the storage takes the session back and stores the tool
+        results at once; a refused resume (404, 409, 400) changes nothing."""
         paused, agent = await _all(
-            asyncio.to_thread(self.turns.read_paused, tenant, agent_id, session_id, turn_id),
-            asyncio.to_thread(self.agents.agent_for_turn, tenant, agent_id),
+            self.storage.read_paused(tenant, agent_id, session_id, turn_id),
+            self.storage.agent(tenant, agent_id),
         )
         turn, state = paused.turn, paused.state
         if state.status != AWAITING_INPUT:
@@ -490,12 +361,8 @@ class TurnEngine:
         _check_responses(state.pending_calls, tool_responses)
         # The paused turn holds the session, so no turn can finish meanwhile: the history read
         # now is the history under the lock.
-        history = self.turns.remembered_history(tenant, session_id, paused.last_turn)
-        if history is None:
-            history = await asyncio.to_thread(
-                self.turns.history, tenant, session_id, paused.last_turn
-            )
-        now = _now()
+        history = await self.storage.history(tenant, session_id, paused.last_turn)
+        now = L.now()
         by_id = {r.call_id: r for r in tool_responses}
         step = ToolExecutionStep(
             turn_id=turn_id,
@@ -505,40 +372,49 @@ class TurnEngine:
             tool_calls=state.pending_calls,
             tool_responses=[by_id[c.call_id] for c in state.pending_calls],
         )
-        lock = await asyncio.to_thread(self.turns.lock_for_resume, paused, agent_id, step)
-        paused_turn, paused_state = turn.model_copy(deep=True), TurnState(**vars(state))
+        lock = await self.storage.lock_for_resume(paused, agent_id, step)
+        paused_turn = turn.model_copy(deep=True)
+        paused_state = TurnState(**vars(state))
         try:
             turn.steps.append(step)
             state.status, state.pending_calls = RUNNING, []
             turn.output_message = _PENDING_OUTPUT
-            current = convert.turn_messages(turn)
-            run = self._run(
-                lock, agent_id, turn, state, agent.agent_config, history, current, None, stream
+            loop = self._loop(
+                agent.agent_config,
+                history,
+                convert.turn_messages(turn),
+                stream=stream,
+                iterations=state.iterations,
             )
-            run.prelude = [step]
-            run.written_steps.append(step.step_id)
-            if queued:
-                run.revert_to = (paused_turn, paused_state)
-            return run
         except BaseException:
             # The resume did not start: the turn goes back to awaiting input, unchanged.
-            await asyncio.to_thread(
-                self.turns.revert, lock, paused_turn, paused_state, [step.step_id]
-            )
+            await self.storage.revert(lock, paused_turn, paused_state, [step.step_id])
             raise
+        return TurnRun(
+            storage=self.storage,
+            publisher=self.publisher,
+            agent_id=agent_id,
+            lock=lock,
+            turn=turn,
+            state=state,
+            loop=loop,
+            prelude=(step,),
+            revert_to=(paused_turn, paused_state) if queued else None,
+        )
 
-    def _run(
+    def _loop(
         self,
-        lock: SessionLock,
-        agent_id: str,
-        turn: Turn,
-        state: TurnState,
         config: AgentConfig,
         history: list[dict[str, Any]],
         current: list[ChatMessage],
-        body: CreateAgentTurnRequest | None,
+        *,
         stream: bool,
-    ) -> TurnRun:
+        body: CreateAgentTurnRequest | None = None,
+        iterations: int = 0,
+    ) -> L.AgentLoop:
+        """The agent loop for a turn: the agent's model, instructions and client tools, the
+        session's history, then this turn's messages so far. 400 before anything runs for what
+        the model cannot do."""
         if config.toolgroups or (body is not None and body.toolgroups):
             raise InvalidRequest(
                 "toolgroups are not available on this deployment; use client_tools"
@@ -559,19 +435,59 @@ class TurnEngine:
             sampling=config.sampling_params,
             response_format=config.response_format,
         )
-        provider.check(request)  # UnsupportedRequest: 400 before anything runs
-        return TurnRun(
-            engine=self,
-            agent_id=agent_id,
-            lock=lock,
-            turn=turn,
-            state=state,
-            provider=provider,
-            request=request,
-            client_tools={t.name for t in config.client_tools or []},
+        provider.check(request)
+        return L.AgentLoop(
+            provider,
+            request,
+            L.Tools(client=frozenset(t.name for t in config.client_tools or [])),
             max_iterations=config.max_infer_iters or 10,
+            iterations=iterations,
             stream=stream,
         )
+
+
+def _inference_step(turn_id: str, reply: L.ModelReplied) -> InferenceStep:
+    calls = [convert.tool_call(c.id, c.name, c.arguments) for c in reply.tool_calls]
+    if reply.finish == "length":
+        stop = StopReason.out_of_tokens
+    elif calls:
+        stop = StopReason.end_of_message
+    else:
+        stop = StopReason.end_of_turn
+    return InferenceStep(
+        turn_id=turn_id,
+        step_id=reply.step_id,
+        started_at=reply.started_at,
+        completed_at=reply.completed_at,
+        model_response=CompletionMessage(content=reply.text, stop_reason=stop, tool_calls=calls),
+    )
+
+
+def _tool_step(turn_id: str, ran: L.ToolsRan) -> ToolExecutionStep:
+    return ToolExecutionStep(
+        turn_id=turn_id,
+        step_id=ran.step_id,
+        started_at=ran.started_at,
+        completed_at=ran.completed_at,
+        tool_calls=[
+            convert.tool_call(r.call.id, r.call.name, r.call.arguments) for r in ran.results
+        ],
+        tool_responses=[
+            ToolResponse(call_id=r.call.id, tool_name=r.call.name, content=r.content)
+            for r in ran.results
+        ],
+    )
+
+
+def _reason(err: Exception) -> str:
+    """What a failed turn says about its cause: the message of an error raised on purpose; for
+    AWS unavailable or a bug, no more than what kind it was."""
+    status = status_of(err)
+    if status == 500:
+        return f"internal error: {type(err).__name__}"
+    if status == 503:
+        return f"storage unavailable: {err}"
+    return str(err)
 
 
 def _system_prompt(instructions: str, tool_config: ToolConfig, tools: list[Any]) -> str:
@@ -581,8 +497,6 @@ def _system_prompt(instructions: str, tool_config: ToolConfig, tools: list[Any])
         tool_config.system_message_behavior == "replace"
         and "{{function_definitions}}" in instructions
     ):
-        import json
-
         definitions = json.dumps(
             [
                 {"name": t.name, "description": t.description, "parameters": t.parameters}
@@ -600,6 +514,14 @@ def _check_responses(pending: list[ToolCall], responses: list[ToolResponse]) -> 
         raise InvalidRequest(
             f"tool_responses must answer exactly the pending calls {want}; got {got}"
         )
+
+
+def _chunk(payload: Any) -> AgentTurnResponseStreamChunk:
+    return AgentTurnResponseStreamChunk(event=AgentTurnResponseEvent(payload=payload))
+
+
+def _step_start(step_type: str, step_id: str) -> AgentTurnResponseStreamChunk:
+    return _chunk(AgentTurnResponseStepStartPayload(step_type=step_type, step_id=step_id))
 
 
 def _progress(step_id: str, delta: Any) -> AgentTurnResponseStreamChunk:

@@ -9,16 +9,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..api.common import TopKSamplingStrategy, TopPSamplingStrategy
+from ..errors import InvalidRequest, UpstreamFailed, UpstreamTimeout
 from .types import (
     ChatEvent,
     ChatMessage,
     ChatRequest,
     Finish,
-    ProviderError,
-    ProviderTimeout,
     TextDelta,
     ToolCallDelta,
-    UnsupportedRequest,
     Usage,
 )
 
@@ -103,9 +101,9 @@ class BedrockProvider:
             else:
                 error = next((k for k in event if k.endswith("Exception")), None)
                 if error:
-                    raise ProviderError(f"Bedrock {error}: {event[error].get('message', '')}")
+                    raise UpstreamFailed(f"Bedrock {error}: {event[error].get('message', '')}")
         if finish is None:
-            raise ProviderError(f"model {request.model} ended its stream without finishing")
+            raise UpstreamFailed(f"model {request.model} ended its stream without finishing")
         yield finish
 
     @staticmethod
@@ -120,16 +118,16 @@ class BedrockProvider:
         try:
             return fn(**params) if params is not None else fn()
         except (ReadTimeoutError, ConnectTimeoutError) as err:
-            raise ProviderTimeout(f"Bedrock model {model} timed out") from err
+            raise UpstreamTimeout(f"Bedrock model {model} timed out") from err
         except ClientError as err:
-            raise ProviderError(f"Bedrock model {model}: {err}") from err
+            raise UpstreamFailed(f"Bedrock model {model}: {err}") from err
         except (BotoCoreError, ValueError, KeyError) as err:
-            raise ProviderError(f"Bedrock model {model} sent a malformed reply: {err}") from err
+            raise UpstreamFailed(f"Bedrock model {model} sent a malformed reply: {err}") from err
 
     @staticmethod
     def _params(request: ChatRequest) -> dict[str, Any]:
         if request.response_format is not None:
-            raise UnsupportedRequest("response_format is not supported by Bedrock models")
+            raise InvalidRequest("response_format is not supported by Bedrock models")
         system = [{"text": m.content} for m in request.messages if m.role == "system" and m.content]
         params: dict[str, Any] = {"modelId": request.model, "messages": _messages(request.messages)}
         if system:
@@ -222,7 +220,7 @@ def _image_block(url: str) -> dict[str, Any]:
 
     found = re.match(r"data:image/(png|jpeg|jpg|gif|webp);base64,(.*)", url, re.DOTALL)
     if not found:
-        raise UnsupportedRequest("Bedrock models take images as data: URLs (base64), not links")
+        raise InvalidRequest("Bedrock models take images as data: URLs (base64), not links")
     kind, data = found.groups()
     return {
         "image": {

@@ -7,16 +7,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..api.common import GrammarResponseFormat, TopKSamplingStrategy, TopPSamplingStrategy
+from ..errors import InvalidRequest, UpstreamFailed, UpstreamTimeout
 from .types import (
     ChatEvent,
     ChatMessage,
     ChatRequest,
     Finish,
-    ProviderError,
-    ProviderTimeout,
     TextDelta,
     ToolCallDelta,
-    UnsupportedRequest,
     Usage,
 )
 
@@ -85,15 +83,15 @@ class OpenAICompatProvider:
                     if choice.finish_reason:
                         finish = Finish(_FINISH.get(choice.finish_reason, "stop"))
         except openai.APITimeoutError as err:
-            raise ProviderTimeout(f"model {request.model} timed out") from err
+            raise UpstreamTimeout(f"model {request.model} timed out") from err
         except openai.APIStatusError as err:
-            raise ProviderError(
+            raise UpstreamFailed(
                 f"model {request.model} answered {err.status_code}: {err.message}"
             ) from err
         except (openai.APIError, json.JSONDecodeError, ValueError) as err:
-            raise ProviderError(f"model {request.model} sent a malformed reply: {err}") from err
+            raise UpstreamFailed(f"model {request.model} sent a malformed reply: {err}") from err
         if finish is None:
-            raise ProviderError(f"model {request.model} ended its stream without finishing")
+            raise UpstreamFailed(f"model {request.model} ended its stream without finishing")
         finish.usage = usage
         yield finish
 
@@ -143,7 +141,7 @@ class OpenAICompatProvider:
             params["temperature"] = request.temperature
         fmt = request.response_format
         if isinstance(fmt, GrammarResponseFormat):
-            raise UnsupportedRequest(
+            raise InvalidRequest(
                 "grammar response_format is not supported by OpenAI-compatible models"
             )
         if fmt is not None:

@@ -92,27 +92,12 @@ class Finish:
 ChatEvent = TextDelta | ToolCallDelta | Finish
 
 
-class ProviderError(Exception):
-    """The model failed: an error answer, a malformed or cut-off reply. HTTP 502."""
-
-    status = 502
-
-
-class ProviderTimeout(ProviderError):
-    """The model did not answer in time. HTTP 504."""
-
-    status = 504
-
-
-class UnsupportedRequest(ValueError):
-    """The provider cannot honour part of the request (for example a grammar). HTTP 400."""
-
-
 class Provider(Protocol):
     name: str
 
     def check(self, request: ChatRequest) -> None:
-        """Raise UnsupportedRequest for what this provider cannot do, before any call is made."""
+        """Raise InvalidRequest for what this provider cannot do, before any call is made. Calls
+        raise UpstreamFailed (or UpstreamTimeout) when the model fails."""
         ...
 
     def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from ..api.agents import Agent, AgentConfig, Session
+from ..domain import RUNNING
+from ..errors import Conflict, NotFound, TooLarge
 from ..ids import new_id
 from . import keys
-from .dynamo import Table, condition_failed, key
-from .errors import Conflict, NotFound, TooLarge
 from .items import MAX_ITEM_BYTES, item_size, json_body, parse_body
-from .turns import assemble_turns, session_gone
+from .sessions import assemble_turns, session_gone
+from .table import Table, condition_failed, key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -102,11 +103,14 @@ class AgentStore:
         for ref in self._t.query_all(
             {
                 "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
-                "ExpressionAttributeValues": {":pk": {"S": pk}, ":s": {"S": "SESSION#"}},
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": pk},
+                    ":s": {"S": keys.SESSION_REF_PREFIX},
+                },
                 "ProjectionExpression": "SK",
             }
         ):
-            session_id = ref["SK"]["S"].removeprefix("SESSION#")
+            session_id = keys.session_id_of_ref(ref["SK"]["S"])
             self._delete_session_items(tenant, agent_id, session_id)
         self._t.client.delete_item(TableName=self._t.name, Key=key(pk, keys.AGENT))
 
@@ -191,7 +195,7 @@ class AgentStore:
                 "FilterExpression": "attribute_not_exists(expires_at) OR expires_at > :now",
                 "ExpressionAttributeValues": {
                     ":pk": {"S": keys.agent_pk(tenant, agent_id)},
-                    ":s": {"S": "SESSION#"},
+                    ":s": {"S": keys.SESSION_REF_PREFIX},
                     ":now": {"N": str(int(time.time()))},
                 },
                 "ConsistentRead": True,
@@ -225,7 +229,7 @@ class AgentStore:
                 ),
                 ExpressionAttributeValues={
                     ":t": {"BOOL": True},
-                    ":run": {"S": "running"},
+                    ":run": {"S": RUNNING},
                     ":now": {"N": now},
                 },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",

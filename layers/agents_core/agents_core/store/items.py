@@ -14,12 +14,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-from .errors import InvalidInput
+from ..errors import InvalidRequest
+from . import keys
 
 #: DynamoDB's item limit is 400 KB; keep a margin for the attributes added on update.
 MAX_ITEM_BYTES = 400 * 1024 - 2048
 PART_BYTES = 350 * 1024
-PART_MARK = "#PART#"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,7 +29,7 @@ def json_body(model: BaseModel) -> str:
     try:
         return model.model_dump_json(exclude_none=True)
     except PydanticSerializationError as err:  # e.g. an unpaired surrogate from a JSON escape
-        raise InvalidInput(f"Request contains text that cannot be stored: {err}") from err
+        raise InvalidRequest(f"Request contains text that cannot be stored: {err}") from err
 
 
 def parse_body(model: type[M], item: dict[str, Any]) -> M:
@@ -68,7 +68,7 @@ def encode(
     chunks = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
     head["parts"] = {"N": str(len(chunks))}
     parts = [
-        {"PK": key["PK"], "SK": {"S": f"{key['SK']['S']}{PART_MARK}{n:04d}"}, "chunk": {"B": c}}
+        {"PK": key["PK"], "SK": {"S": keys.part_sk(key["SK"]["S"], n)}, "chunk": {"B": c}}
         | ({"expires_at": extra["expires_at"]} if extra and "expires_at" in extra else {})
         for n, c in enumerate(chunks, 1)
     ]
@@ -81,7 +81,7 @@ def decode(items: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[s
     while index < len(items):
         head = items[index]
         index += 1
-        if PART_MARK in head["SK"]["S"]:
+        if keys.is_part(head["SK"]["S"]):
             continue  # a part whose head was filtered out of the query
         if "parts" not in head:
             yield head, {k: v["S"] for k, v in head.items() if "S" in v and k not in ("PK", "SK")}

@@ -8,6 +8,13 @@ from __future__ import annotations
 AGENT = "AGENT"
 SESSION = "SESSION"
 RESPONSE = "RESPONSE"
+CONTEXT = "CONTEXT"  # a response's conversation through it
+
+SESSION_REF_PREFIX = "SESSION#"
+TURN_PREFIX = "TURN#"
+STEP_PREFIX = "STEP#"
+#: A record too large for one item continues in items `{its SK}#PART#{n:04d}`.
+PART_MARK = "#PART#"
 
 
 def _tenant(tenant: str) -> str:
@@ -25,7 +32,11 @@ def agents_gsi1pk(tenant: str) -> str:
 
 def session_ref_sk(session_id: str) -> str:
     """The session's entry in its agent's partition, used to list and cascade."""
-    return f"SESSION#{session_id}"
+    return f"{SESSION_REF_PREFIX}{session_id}"
+
+
+def session_id_of_ref(sk: str) -> str:
+    return sk.removeprefix(SESSION_REF_PREFIX)
 
 
 def session_pk(tenant: str, session_id: str) -> str:
@@ -33,12 +44,43 @@ def session_pk(tenant: str, session_id: str) -> str:
 
 
 def turn_sk(turn_id: str) -> str:
-    return f"TURN#{turn_id}"
+    return f"{TURN_PREFIX}{turn_id}"
+
+
+def after_turn(turn_sort_key: str) -> str:
+    """A sort key past a turn item and its parts, before any later turn."""
+    return f"{turn_sort_key}#~"
 
 
 def step_sk(turn_id: str, step_id: str) -> str:
     """Steps sort apart from turns, so the history query reads turn items only."""
-    return f"STEP#{turn_id}#{step_id}"
+    return f"{steps_prefix(turn_id)}{step_id}"
+
+
+def steps_prefix(turn_id: str) -> str:
+    """The sort-key prefix of a turn's step items (and their parts)."""
+    return f"{STEP_PREFIX}{turn_id}#"
+
+
+def turn_id_of_step(sk: str) -> str:
+    return sk.removeprefix(STEP_PREFIX).split("#")[0]
+
+
+def part_sk(sk: str, n: int) -> str:
+    return f"{sk}{PART_MARK}{n:04d}"
+
+
+def parts_prefix(sk: str) -> str:
+    return f"{sk}{PART_MARK}"
+
+
+def record_of_part(sk: str) -> str:
+    """The sort key of the record a part belongs to (a record's own key is returned as is)."""
+    return sk.split(PART_MARK)[0]
+
+
+def is_part(sk: str) -> bool:
+    return PART_MARK in sk
 
 
 def response_pk(tenant: str, response_id: str) -> str:

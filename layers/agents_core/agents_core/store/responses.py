@@ -13,12 +13,10 @@ import json
 from typing import Any
 
 from ..api.responses import OpenAIResponseObjectWithInput
+from ..errors import NotFound
 from . import keys
-from .dynamo import Table, key
-from .errors import NotFound
 from .items import encode, json_body
-
-CONTEXT = "CONTEXT"
+from .table import Table, key
 
 
 class ResponseStore:
@@ -36,7 +34,9 @@ class ResponseStore:
             "GSI2SK": {"S": response.id},
         }
         head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, indexes)
-        context_head, *context_parts = encode(key(pk, CONTEXT), {"context": json.dumps(context)})
+        context_head, *context_parts = encode(
+            key(pk, keys.CONTEXT), {"context": json.dumps(context)}
+        )
         if parts or context_parts:
             self._t.put_all(parts + context_parts)
         self._t.client.transact_write_items(
@@ -51,7 +51,7 @@ class ResponseStore:
         return OpenAIResponseObjectWithInput.model_validate_json(items["body"])
 
     def context(self, tenant: str, response_id: str) -> list[dict[str, Any]]:
-        return json.loads(self._records(tenant, response_id, CONTEXT)["context"])
+        return json.loads(self._records(tenant, response_id, keys.CONTEXT)["context"])
 
     def list(
         self, tenant: str, *, after: str | None, limit: int, model: str | None, descending: bool

@@ -1,46 +1,156 @@
-"""The table's definition, for creating it locally. template.yaml declares the same table
-(a test keeps the two in step)."""
+"""The table as the stores use it: a DynamoDB client and a table name, with paging and batching."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-TTL_ATTRIBUTE = "expires_at"
+from botocore.exceptions import ClientError
 
-_KEYS = ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK")
+from .items import decode
 
-TABLE_DEFINITION: dict[str, Any] = {
-    "BillingMode": "PAY_PER_REQUEST",
-    "AttributeDefinitions": [{"AttributeName": k, "AttributeType": "S"} for k in _KEYS],
-    "KeySchema": [
-        {"AttributeName": "PK", "KeyType": "HASH"},
-        {"AttributeName": "SK", "KeyType": "RANGE"},
-    ],
-    "GlobalSecondaryIndexes": [
-        {
-            "IndexName": name,
-            "KeySchema": [
-                {"AttributeName": f"{name}PK", "KeyType": "HASH"},
-                {"AttributeName": f"{name}SK", "KeyType": "RANGE"},
-            ],
-            "Projection": {"ProjectionType": "ALL"},
-        }
-        for name in ("GSI1", "GSI2")
-    ],
-}
+BATCH = 25  # BatchWriteItem's limit
+
+_readers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
 
 
-def create_table_if_missing(client: Any, table_name: str) -> bool:
-    """Create the table (and enable TTL) unless it exists; True when it was created."""
-    try:
-        client.describe_table(TableName=table_name)
-        return False
-    except client.exceptions.ResourceNotFoundException:
-        pass
-    client.create_table(TableName=table_name, **TABLE_DEFINITION)
-    client.get_waiter("table_exists").wait(TableName=table_name, WaiterConfig={"Delay": 1})
-    client.update_time_to_live(
-        TableName=table_name,
-        TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
-    )
-    return True
+def in_parallel(*reads: Callable[[], Any]) -> list[Any]:
+    """Independent reads at once: one round trip instead of several. Every read ends before
+    the first error (in argument order) is raised."""
+    futures = [_readers.submit(read) for read in reads]
+    results, errors = [], []
+    for future in futures:
+        try:
+            results.append(future.result())
+        except Exception as err:
+            errors.append(err)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def key(pk: str, sk: str) -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": sk}}
+
+
+def expired(item: dict[str, Any]) -> bool:
+    """TTL deletion lags by up to days: an item past its time is treated as gone."""
+    return "expires_at" in item and int(item["expires_at"]["N"]) <= time.time()
+
+
+def condition_failed(err: ClientError) -> bool:
+    return err.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+class Table:
+    def __init__(self, client: Any, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        return self.client.get_item(TableName=self.name, Key=key(pk, sk), ConsistentRead=True).get(
+            "Item"
+        )
+
+    def update_if(
+        self, item_key: dict[str, Any], update: str, condition: str, values: dict[str, Any]
+    ) -> bool:
+        """A conditional UpdateItem; False, with nothing written, when the condition fails."""
+        try:
+            self.client.update_item(
+                TableName=self.name,
+                Key=item_key,
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+            return False
+        return True
+
+    def put_if(self, item: dict[str, Any], condition: str) -> bool:
+        """A conditional PutItem; False, with nothing written, when the condition fails."""
+        try:
+            self.client.put_item(TableName=self.name, Item=item, ConditionExpression=condition)
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+            return False
+        return True
+
+    def get_many(self, *keys: tuple[str, str]) -> list[dict[str, Any] | None]:
+        """Items by (PK, SK) in one BatchGetItem (consistent), in the order asked; None where
+        an item does not exist."""
+        wanted = [key(pk, sk) for pk, sk in keys]
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        pending = {self.name: {"Keys": wanted, "ConsistentRead": True}}
+        for attempt in range(8):
+            resp = self.client.batch_get_item(RequestItems=pending)
+            for item in resp["Responses"].get(self.name, []):
+                found[(item["PK"]["S"], item["SK"]["S"])] = item
+            pending = resp.get("UnprocessedKeys") or {}
+            if not pending.get(self.name):
+                return [found.get(k) for k in keys]
+            time.sleep(0.05 * 2**attempt)
+        raise RuntimeError("DynamoDB left reads unprocessed after retries")
+
+    def record(self, pk: str, sk: str) -> dict[str, str] | None:
+        """The JSON attributes of the record at (pk, sk), joined from its parts if it has any
+        (they sort right after it, so one query reads both); None if there is none."""
+        items = self.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
+                "ExpressionAttributeValues": {":pk": {"S": pk}, ":sk": {"S": sk}},
+                "ConsistentRead": True,
+            }
+        )
+        return next((attrs for head, attrs in decode(items) if head["SK"]["S"] == sk), None)
+
+    def query_all(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs = {"TableName": self.name, **params}
+        while True:
+            resp = self.client.query(**kwargs)
+            items.extend(resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                return items
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def page(
+        self, params: dict[str, Any], start_index: int, limit: int
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Offset pages: skip `start_index` items, return `limit` of them and whether more exist."""
+        wanted = start_index + limit + 1
+        items: list[dict[str, Any]] = []
+        kwargs = {"TableName": self.name, **params}
+        while len(items) < wanted:
+            resp = self.client.query(**kwargs, Limit=min(wanted - len(items), 1000))
+            items.extend(resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                break
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return items[start_index : start_index + limit], len(items) > start_index + limit
+
+    def put_all(self, items: list[dict[str, Any]]) -> None:
+        for start in range(0, len(items), BATCH):
+            self.batch_write([{"PutRequest": {"Item": i}} for i in items[start : start + BATCH]])
+
+    def delete_all(self, keys: list[dict[str, Any]]) -> None:
+        for start in range(0, len(keys), BATCH):
+            self.batch_write([{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH]])
+
+    def batch_write(self, requests: list[dict[str, Any]]) -> None:
+        """BatchWriteItem until DynamoDB has taken every request (it may hand some back)."""
+        pending = {self.name: requests}
+        for attempt in range(8):
+            if not pending.get(self.name):
+                return
+            pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
+            if pending:
+                time.sleep(0.05 * 2**attempt)
+        if pending.get(self.name):
+            raise RuntimeError("DynamoDB left writes unprocessed after retries")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -23,16 +23,28 @@ from pydantic import TypeAdapter
 
 from ..api.agents import Step, Turn
 from ..api.common import ToolCall
+from ..domain import (
+    AWAITING_INPUT,
+    COMPLETED,
+    FAILED,
+    FINISHED,
+    RUNNING,
+    PausedTurn,
+    SessionLock,
+    TurnState,
+)
+from ..errors import Conflict, NotFound
 from . import keys
-from .dynamo import Table, condition_failed, expired, in_parallel, key
-from .errors import Conflict, NotFound
 from .history_cache import History, HistoryCache
 from .items import decode, encode, json_body
-
-RUNNING = "running"
-AWAITING_INPUT = "awaiting_input"
-COMPLETED = "completed"
-FAILED = "failed"
+from .sessions import (
+    read_session_head,
+    running_on_session,
+    session_expiry,
+    session_gone,
+    step_adapter,
+)
+from .table import Table, condition_failed, in_parallel, key
 
 #: A running turn up to this size is recorded on the session item, with the lock, instead of
 #: by a write of its own: one request fewer per turn, for about the same write units (billed
@@ -41,41 +53,31 @@ RUNNING_ON_SESSION_BYTES = 2048
 
 
 @cache
-def _adapter(kind: Any) -> TypeAdapter:
-    """Validators built on first use, not at import (cold starts import this module)."""
-    return TypeAdapter(kind)
+def _calls_adapter() -> TypeAdapter:
+    """Built on first use, not at import (cold starts import this module)."""
+    return TypeAdapter(list[ToolCall])
 
 
-@dataclass
-class TurnState:
-    """What the engine needs besides the Turn to continue it. `status` is stored as the turn
-    item's `turn_status` attribute (conditions read it); the rest as JSON in `state`."""
+def state_json(state: TurnState) -> str:
+    """The turn item's `state` attribute; `status` is stored apart, as `turn_status`, which
+    conditions read."""
+    return json.dumps(
+        {
+            "iterations": state.iterations,
+            "pending_calls": _calls_adapter().dump_python(state.pending_calls, mode="json"),
+            "error": state.error,
+        }
+    )
 
-    status: str
-    iterations: int = 0
-    pending_calls: list[ToolCall] = field(default_factory=list)
-    error: str | None = None
 
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "iterations": self.iterations,
-                "pending_calls": _adapter(list[ToolCall]).dump_python(
-                    self.pending_calls, mode="json"
-                ),
-                "error": self.error,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, status: str, text: str) -> TurnState:
-        data = json.loads(text)
-        return cls(
-            status=status,
-            iterations=data["iterations"],
-            pending_calls=_adapter(list[ToolCall]).validate_python(data["pending_calls"]),
-            error=data.get("error"),
-        )
+def state_from_json(status: str, text: str) -> TurnState:
+    data = json.loads(text)
+    return TurnState(
+        status=status,
+        iterations=data["iterations"],
+        pending_calls=_calls_adapter().validate_python(data["pending_calls"]),
+        error=data.get("error"),
+    )
 
 
 @dataclass
@@ -91,38 +93,21 @@ class RunningRecord:
 
 
 @dataclass
-class PausedTurn:
-    """A turn awaiting input as read for its resume (`TurnStore.read_paused`), with the session
-    item it was read with: `lock_for_resume` takes both back."""
+class HeldSession(SessionLock):
+    """The lock as the store keeps it. `recorded`: the running turn travels on the session item;
+    else `running_write` (the engine storage's task writing its own item) may still be under way."""
 
-    tenant: str
-    turn: Turn
-    state: TurnState
-    session: dict[str, Any]
-
-    @property
-    def last_turn(self) -> str | None:
-        """The session's last finished turn: stable while this turn holds the session."""
-        return self.session.get("last_turn", {}).get("S")
-
-
-@dataclass
-class SessionLock:
-    """The lock a turn holds; `expires_at` is the session's TTL, copied onto every item."""
-
-    tenant: str
-    session_id: str
-    turn_id: str
-    expires_at: dict[str, Any] | None
-    previous_turn: str | None = None  # the session's last finished turn when the lock was taken
-    recorded: bool = False  # the running turn is recorded on the session item
+    recorded: bool = False
+    running_write: Any = None
+    running_in_parts: bool = False
 
     @property
     def pk(self) -> str:
         return keys.session_pk(self.tenant, self.session_id)
 
     def extra(self) -> dict[str, Any]:
-        return {"expires_at": self.expires_at} if self.expires_at else {}
+        """The session's TTL, copied onto every item of the turn."""
+        return {"expires_at": {"N": str(self.expires_at)}} if self.expires_at else {}
 
 
 class TurnStore:
@@ -133,17 +118,16 @@ class TurnStore:
 
     # --- the lock --------------------------------------------------------------------------
 
-    def lock_for_new_turn(
-        self, tenant: str, agent_id: str, session_id: str, turn_id: str, turn: Turn | None = None
-    ) -> SessionLock:
+    def lock_session(self, tenant: str, agent_id: str, turn: Turn) -> HeldSession:
         """Take the session for a new turn: free, or held by a turn whose lease ran out.
 
         `turn`, the turn as it starts, travels with the lock when it is small (the common case):
         the running turn is then recorded on the session item, with no write of its own
-        (`SessionLock.recorded`). A larger one is left to `put_running`."""
+        (`HeldSession.recorded`). A larger one is left to `put_running`."""
+        session_id, turn_id = turn.session_id, turn.turn_id
         now = int(time.time())
-        body = json_body(turn) if turn is not None else None
-        recorded = body is not None and len(body) <= RUNNING_ON_SESSION_BYTES
+        body = json_body(turn)  # text that cannot be stored is refused before any write
+        recorded = len(body) <= RUNNING_ON_SESSION_BYTES
         values = {
             ":t": {"S": turn_id},
             ":a": {"S": agent_id},
@@ -177,10 +161,14 @@ class TurnStore:
                 raise
             self._refuse(err.response.get("Item"), agent_id, session_id)
         old = resp.get("Attributes", {})
-        lock = SessionLock(
-            tenant, session_id, turn_id, old.get("expires_at"), old.get("last_turn", {}).get("S")
+        lock = HeldSession(
+            tenant,
+            session_id,
+            turn_id,
+            previous_turn=old.get("last_turn", {}).get("S"),
+            expires_at=session_expiry(old),
+            recorded=recorded,
         )
-        lock.recorded = recorded
         if "active_turn" in old:  # took over from a turn whose Lambda died
             self._mark_abandoned(lock, old)
         return lock
@@ -194,19 +182,25 @@ class TurnStore:
             lambda: self._steps(pk, turn_id),
         )
         turn, state = self._turn_state(pk, session, turn_id, stored, steps)
-        return PausedTurn(tenant, turn, state, session)
+        return PausedTurn(
+            tenant,
+            turn,
+            state,
+            last_turn=session.get("last_turn", {}).get("S"),
+            expires_at=session_expiry(session),
+        )
 
-    def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step) -> SessionLock:
+    def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step) -> HeldSession:
         """Take the session back for a turn awaiting input, in one transaction: the session and
         the turn move to running, and `step` (the tool results) is written."""
         now = int(time.time())
         turn_id = paused.turn.turn_id
-        lock = SessionLock(
+        lock = HeldSession(
             paused.tenant,
             paused.turn.session_id,
             turn_id,
-            paused.session.get("expires_at"),
-            paused.last_turn,
+            previous_turn=paused.last_turn,
+            expires_at=paused.expires_at,
         )
         step_head, *step_parts = self._step_items(lock, step)
         if step_parts:
@@ -260,7 +254,7 @@ class TurnStore:
             raise Conflict(f"Turn {turn_id} is not awaiting input") from err
         return lock
 
-    def extend_lease(self, lock: SessionLock) -> bool:
+    def extend_lease(self, lock: HeldSession) -> bool:
         """Renew a running turn's lease; False when the turn no longer holds its session."""
         return self._t.update_if(
             key(lock.pk, keys.SESSION),
@@ -273,7 +267,7 @@ class TurnStore:
             },
         )
 
-    def release(self, lock: SessionLock) -> None:
+    def release(self, lock: HeldSession) -> None:
         """Free the session of a turn that could not start (nothing of it was written)."""
         self._t.update_if(
             key(lock.pk, keys.SESSION),
@@ -292,7 +286,7 @@ class TurnStore:
             )
         raise Conflict(f"Session {session_id} is busy with turn {turn}")
 
-    def _mark_abandoned(self, lock: SessionLock, old_session: dict[str, Any]) -> None:
+    def _mark_abandoned(self, lock: HeldSession, old_session: dict[str, Any]) -> None:
         """Record a turn whose Lambda died as failed: from the session item, if it ran there."""
         if "active_body" in old_session:
             turn = Turn.model_validate_json(old_session["active_body"]["S"])
@@ -309,7 +303,7 @@ class TurnStore:
 
     # --- writes during a turn ----------------------------------------------------------------
 
-    def running_record(self, lock: SessionLock, turn: Turn, state: TurnState) -> RunningRecord:
+    def running_record(self, lock: HeldSession, turn: Turn, state: TurnState) -> RunningRecord:
         """The turn as it starts, encoded now: text that cannot be stored is refused before
         anything runs."""
         return RunningRecord(self._turn_items(lock, turn, state, history=None))
@@ -322,16 +316,16 @@ class TurnStore:
             self._t.put_all(parts)
         self._t.put_if(head, "attribute_not_exists(turn_status)")
 
-    def save_step(self, lock: SessionLock, step: Step) -> None:
+    def save_step(self, lock: HeldSession, step: Step) -> None:
         self._t.put_all(self._step_items(lock, step))
 
-    def _step_items(self, lock: SessionLock, step: Step) -> list[dict[str, Any]]:
+    def _step_items(self, lock: HeldSession, step: Step) -> list[dict[str, Any]]:
         sk = keys.step_sk(step.turn_id, step.step_id)
         return encode(key(lock.pk, sk), {"body": json_body(step)}, lock.extra())
 
     def end_turn(
         self,
-        lock: SessionLock,
+        lock: HeldSession,
         turn: Turn,
         state: TurnState,
         history: list[dict[str, Any]] | None = None,
@@ -380,13 +374,13 @@ class TurnStore:
                     " took it); its result was not stored"
                 ) from err
             raise
-        if state.status in (COMPLETED, FAILED):
+        if state.status in FINISHED:
             self._remember_finished(lock, history, len(history_json or ""))
 
-    def revert(self, lock: SessionLock, turn: Turn, state: TurnState, step_ids: list[str]) -> None:
+    def revert(self, lock: HeldSession, turn: Turn, state: TurnState, step_ids: list[str]) -> None:
         """Put a resumed turn back as it was when paused: remove the steps written since, then
         write the paused turn and park the lock (awaiting input) again."""
-        prefix = f"STEP#{turn.turn_id}#"
+        prefix = keys.steps_prefix(turn.turn_id)
         written = {keys.step_sk(turn.turn_id, step_id) for step_id in step_ids}
         steps = self._t.query_all(
             {
@@ -395,14 +389,13 @@ class TurnStore:
                 "ProjectionExpression": "SK",
             }
         )
-        # A step's parts share its key as a prefix: `{step SK}#PART#n`.
-        doomed = [i for i in steps if i["SK"]["S"].split("#PART#")[0] in written]
+        doomed = [i for i in steps if keys.record_of_part(i["SK"]["S"]) in written]
         self._t.delete_all([key(lock.pk, item["SK"]["S"]) for item in doomed])
         self.end_turn(lock, turn, state)
 
     def _turn_items(
         self,
-        lock: SessionLock,
+        lock: HeldSession,
         turn: Turn,
         state: TurnState,
         history: str | None,
@@ -412,7 +405,7 @@ class TurnStore:
         for a running turn, whose steps are all items of their own as they complete."""
         inside = list(steps or ())
         body = json_body(turn.model_copy(update={"steps": inside}))
-        attrs = {"body": body, "state": state.to_json()}
+        attrs = {"body": body, "state": state_json(state)}
         if history is not None:
             attrs["history"] = history
         extra = {"turn_status": {"S": state.status}, **lock.extra()}
@@ -450,9 +443,9 @@ class TurnStore:
         after, messages, size = known.after, list(known.messages), known.size
         if after:
             condition = "PK = :pk AND SK > :t"
-            start = f"{after}#~"  # past the turn's parts too; later turns sort after it
+            start = keys.after_turn(after)
         else:
-            condition, start = "PK = :pk AND begins_with(SK, :t)", "TURN#"
+            condition, start = "PK = :pk AND begins_with(SK, :t)", keys.TURN_PREFIX
         items = self._t.query_all(
             {
                 "KeyConditionExpression": condition,
@@ -463,7 +456,7 @@ class TurnStore:
         )
         for head, attrs in decode(items):
             status = head.get("turn_status", {}).get("S")
-            if status not in (COMPLETED, FAILED):
+            if status not in FINISHED:
                 break  # the turn being run now
             if status == COMPLETED and "history" in attrs:
                 messages.extend(json.loads(attrs["history"]))
@@ -474,7 +467,7 @@ class TurnStore:
         return list(messages)
 
     def _remember_finished(
-        self, lock: SessionLock, history: list[dict[str, Any]] | None, size: int
+        self, lock: HeldSession, history: list[dict[str, Any]] | None, size: int
     ) -> None:
         """Extend the remembered history with a turn this container just finished (a failed
         one adds no messages), when what it remembered was current as the turn took the lock:
@@ -527,7 +520,7 @@ class TurnStore:
         turn = Turn.model_validate_json(attrs["body"])
         if _steps_apart(head):
             turn.steps = (steps if steps is not None else self._steps(pk, turn_id)) + turn.steps
-        return turn, TurnState.from_json(head["turn_status"]["S"], attrs["state"])
+        return turn, state_from_json(head["turn_status"]["S"], attrs["state"])
 
     def get_turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
         return self.get_turn_state(tenant, agent_id, session_id, turn_id)[0]
@@ -539,7 +532,7 @@ class TurnStore:
         pk = keys.session_pk(tenant, session_id)
         attrs = self._t.record(pk, keys.step_sk(turn_id, step_id))
         if attrs is not None:
-            return _adapter(Step).validate_json(attrs["body"])
+            return step_adapter().validate_json(attrs["body"])
         stored = self._read_turn(pk, turn_id)  # the turn's last step lives inside the turn item
         if stored is not None:
             for step in Turn.model_validate_json(stored[1]["body"]).steps:
@@ -563,7 +556,7 @@ class TurnStore:
         items = self._t.query_all(
             {
                 "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
-                "ExpressionAttributeValues": {":pk": {"S": pk}, ":s": {"S": sk + "#PART#"}},
+                "ExpressionAttributeValues": {":pk": {"S": pk}, ":s": {"S": keys.parts_prefix(sk)}},
                 "ConsistentRead": True,
             }
         )
@@ -573,57 +566,14 @@ class TurnStore:
         items = self._t.query_all(
             {
                 "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
-                "ExpressionAttributeValues": {":pk": {"S": pk}, ":s": {"S": f"STEP#{turn_id}#"}},
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": pk},
+                    ":s": {"S": keys.steps_prefix(turn_id)},
+                },
                 "ConsistentRead": True,
             }
         )
-        return [_adapter(Step).validate_json(attrs["body"]) for _, attrs in decode(items)]
-
-
-def read_session_head(table: Table, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
-    """The session item, if it exists, belongs to `agent_id` and has not expired."""
-    item = table.get(keys.session_pk(tenant, session_id), keys.SESSION)
-    if session_gone(item, agent_id):
-        raise NotFound(f"Session {session_id} not found")
-    return item
-
-
-def session_gone(session: dict[str, Any] | None, agent_id: str) -> bool:
-    """Missing, another agent's, expired, or being deleted: not found, to every caller."""
-    return (
-        session is None
-        or session["agent_id"]["S"] != agent_id
-        or expired(session)
-        or "deleting" in session
-    )
-
-
-def running_on_session(session: dict[str, Any]) -> Turn | None:
-    """The running turn recorded on the session item, if any (see `lock_for_new_turn`)."""
-    if "active_body" not in session:
-        return None
-    return Turn.model_validate_json(session["active_body"]["S"])
-
-
-def assemble_turns(items: list[dict[str, Any]]) -> list[Turn]:
-    """A session partition's items (the session, steps, then turns, as a query returns them)
-    into Turns, the running one last."""
-    session, *items = items
-    steps: dict[str, list[Step]] = {}
-    turns: list[Turn] = []
-    for head, attrs in decode(items):
-        sk = head["SK"]["S"]
-        if sk.startswith("STEP#"):
-            turn_id = sk.split("#")[1]
-            steps.setdefault(turn_id, []).append(_adapter(Step).validate_json(attrs["body"]))
-        elif sk.startswith("TURN#"):
-            turns.append(Turn.model_validate_json(attrs["body"]))
-    running = running_on_session(session)
-    if running is not None:
-        turns.append(running)
-    for turn in turns:
-        turn.steps = steps.get(turn.turn_id, []) + turn.steps
-    return turns
+        return [step_adapter().validate_json(attrs["body"]) for _, attrs in decode(items)]
 
 
 def _steps_apart(turn_head: dict[str, Any]) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel
 
 from ..api.agents import (
@@ -18,9 +18,8 @@ from ..api.agents import (
     Turn,
 )
 from ..api.common import PaginatedResponse
-from ..services import Services
 from .common import AgentId, SessionId, StepId, TurnId, json_response
-from .context import get_services, tenant
+from .deps import Svc, Tenant
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
@@ -29,8 +28,6 @@ MAX_START_INDEX = 100_000
 
 router = APIRouter(prefix="/v1/agents", tags=["Agents"])
 
-Tenant = Annotated[str, Depends(tenant)]
-Svc = Annotated[Services, Depends(get_services)]
 StartIndex = Annotated[int, Query(ge=0, le=MAX_START_INDEX)]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from fastapi import Request
 
+from ..log import logger
 from ..services import Services
-from .log import logger
+from ..settings import DEFAULT_TENANT
 
-DEFAULT_TENANT = "default"
 WEB_ADAPTER_HEADER = "x-amzn-request-context"
 
 

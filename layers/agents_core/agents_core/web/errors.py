@@ -1,8 +1,9 @@
 """Error responses: every failure is JSON `{"detail": ...}` with the status a client can act on.
 
-400 bad input (with the validation message), 404 missing or another tenant's, 409 state
-conflict, 413 too large to store, 503 AWS unavailable (retry later). Anything unexpected is
-logged and answered 500 without details.
+The status of an error comes from its kind (`agents_core.errors`): 400 bad input (with the
+validation message), 404 missing or another tenant's, 409 state conflict, 413 too large to
+store, 502/504 the model failed or timed out, 503 AWS unavailable (retry later). Anything
+unexpected is logged and answered 500 without details.
 """
 
 from __future__ import annotations
@@ -14,11 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import aws
-from ..engine.errors import InvalidRequest
-from ..inference.types import UnsupportedRequest
-from ..store import Conflict, InvalidInput, NotFound, TooLarge
-from .log import logger
+from ..errors import RunFailed, ServiceError, status_of
+from ..log import logger
 
 
 def validation_message(errors: list[Any]) -> str:
@@ -38,27 +36,16 @@ def _detail(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
 
-#: Errors the stores and engines raise on purpose, and the status each means to a client.
-STATUS_OF = {
-    InvalidInput: 400,
-    InvalidRequest: 400,
-    UnsupportedRequest: 400,
-    NotFound: 404,
-    Conflict: 409,
-    TooLarge: 413,
-}
-
-
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return _detail(400, validation_message(list(exc.errors())))
 
-    async def _known(_: Request, exc: Exception) -> JSONResponse:
-        return _detail(STATUS_OF[type(exc)], str(exc))
-
-    for error in STATUS_OF:
-        app.add_exception_handler(error, _known)
+    @app.exception_handler(ServiceError)
+    async def _known(_: Request, exc: ServiceError) -> JSONResponse:
+        if isinstance(exc, RunFailed):
+            return JSONResponse(exc.body(), status_code=exc.status)
+        return _detail(exc.status, str(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -66,7 +53,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        if aws.unavailable(exc):
+        if status_of(exc) == 503:
             logger.warning("AWS unavailable", extra={"error": str(exc)})
             return _detail(503, "Storage is unavailable for a moment; retry the request")
         logger.exception("unhandled error")

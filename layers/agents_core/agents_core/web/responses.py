@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Path, Query, Response
 
 from ..api.common import Order
 from ..api.responses import (
@@ -15,14 +14,10 @@ from ..api.responses import (
     OpenAIDeleteResponseObject,
     OpenAIResponseObject,
 )
-from ..engine.responses import ResponseFailedError
-from ..services import Services
 from .common import ID_PATTERN, json_response
-from .context import get_services, tenant
+from .deps import Svc, Tenant
 from .sse import sse_response
 
-Tenant = Annotated[str, Depends(tenant)]
-Svc = Annotated[Services, Depends(get_services)]
 ResponseId = Annotated[str, Path(pattern=ID_PATTERN)]
 
 router = APIRouter(prefix="/v1/openai/v1/responses", tags=["Responses"])
@@ -33,13 +28,7 @@ async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc
     run = await svc.responses_engine.start(tenant, body)
     if run.stream:
         return sse_response(run.events(), _frame)
-    try:
-        return json_response(await run.result())
-    except ResponseFailedError as failed:
-        return JSONResponse(
-            {"detail": failed.message, "response_id": failed.response_id},
-            status_code=failed.status,
-        )
+    return json_response(await run.result())  # RunFailed: the error handler answers
 
 
 def _frame(event: Any) -> str:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Response
 
 from ..api.agents import CreateAgentTurnRequest, ResumeAgentTurnRequest, Turn
-from ..engine.turns import TurnFailed, TurnRun
-from ..services import Services
+from ..engine.turns import TurnRun
+from ..errors import RunFailed
 from .common import AgentId, SessionId, TurnId, json_response
-from .context import get_services, tenant
+from .deps import Svc, Tenant
 from .sse import sse_response
-
-Tenant = Annotated[str, Depends(tenant)]
-Svc = Annotated[Services, Depends(get_services)]
 
 turns_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
 resume_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
@@ -54,18 +50,15 @@ async def resume_turn(
 async def _answer(run: TurnRun) -> Response:
     if run.stream:
         return sse_response(run.events(), _frame)
-    try:
-        return json_response(await run.result())
-    except TurnFailed as failed:
-        return JSONResponse(
-            {"detail": failed.message, "turn_id": failed.turn_id}, status_code=failed.status
-        )
+    return json_response(await run.result())  # RunFailed: the error handler answers
 
 
 def _frame(item: Any) -> str:
     """`data: <chunk>`, or at the end Llama Stack's `data: {"error": ...}`."""
-    data = json.dumps(item.as_event()) if isinstance(item, TurnFailed) else item.model_dump_json()
-    return f"data: {data}\n\n"
+    if isinstance(item, RunFailed):
+        error = {"message": item.message, "status": item.status, **item.ids}
+        return f"data: {json.dumps({'error': error})}\n\n"
+    return f"data: {item.model_dump_json()}\n\n"
 
 
 queue_router = APIRouter(tags=["Internal"])
@@ -75,6 +68,6 @@ queue_router = APIRouter(tags=["Internal"])
 async def resume_from_queue(event: dict[str, Any], svc: Svc) -> dict[str, Any]:
     """SQS batches, as the Lambda Web Adapter passes non-HTTP events (AWS_LWA_PASS_THROUGH_PATH).
     Not routed by API Gateway: only the function's own event source reaches it."""
-    from ..resume_queue import ResumeQueueWorker
+    from ..services.resume_queue import ResumeQueueWorker
 
     return await ResumeQueueWorker(svc).handle(event)

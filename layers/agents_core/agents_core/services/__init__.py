@@ -1,4 +1,6 @@
-"""Everything a function serves with, built once per Lambda container (or local server)."""
+"""Everything a function serves with, built once per Lambda container (or local server): the
+stores, the engines over their storage ports, the model router. `resume_queue` is the worker of
+the resume queue on these services."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from .settings import Settings
+from ..settings import Settings
 
 
 @dataclass
@@ -21,7 +23,7 @@ class Services:
     @cached_property
     def agents(self):
         """Agents and sessions."""
-        from .store.agents import AgentStore
+        from ..store.agents import AgentStore
 
         return AgentStore(
             self.dynamodb,
@@ -32,7 +34,7 @@ class Services:
     @cached_property
     def turns(self):
         """Turns, steps and the session lock."""
-        from .store.turns import TurnStore
+        from ..store.turns import TurnStore
 
         return TurnStore(
             self.dynamodb, self.settings.table_name, lease_seconds=self.settings.turn_lease_seconds
@@ -41,14 +43,14 @@ class Services:
     @cached_property
     def responses(self):
         """Responses API records (only the responses function needs them)."""
-        from .store.responses import ResponseStore
+        from ..store.responses import ResponseStore
 
         return ResponseStore(self.dynamodb, self.settings.table_name)
 
     @cached_property
     def models(self):
         """Model id to provider routing (CRUD functions never need it)."""
-        from .inference.router import InferenceSettings, ModelRouter
+        from ..inference.router import InferenceSettings, ModelRouter
 
         return ModelRouter(
             InferenceSettings(
@@ -60,24 +62,26 @@ class Services:
 
     @cached_property
     def engine(self):
-        """The turn engine."""
-        from .engine.turns import TurnEngine
-        from .lifecycle import TurnEventPublisher
+        """The turn engine (the Agents API face of the agent loop)."""
+        from ..engine.turns import TurnEngine
+        from ..lifecycle import TurnEventPublisher
+        from ..store.engine_storage import DynamoTurnStorage
 
         publisher = TurnEventPublisher(self.events_client, self.settings.event_bus_name)
-        return TurnEngine(self.agents, self.turns, self.models, publisher)
+        return TurnEngine(DynamoTurnStorage(self.agents, self.turns), self.models, publisher)
 
     @cached_property
     def responses_engine(self):
-        """The Responses API engine."""
-        from .engine.responses import ResponsesEngine
+        """The Responses API engine (the Responses API face of the agent loop)."""
+        from ..engine.responses import ResponsesEngine
+        from ..store.engine_storage import DynamoResponseStorage
 
-        return ResponsesEngine(self.responses, self.models)
+        return ResponsesEngine(DynamoResponseStorage(self.responses), self.models)
 
 
 def build_services(settings: Settings, dynamodb: Any = None, events: Any = None) -> Services:
     if dynamodb is None:
-        from . import aws
+        from .. import aws
 
         dynamodb = aws.client("dynamodb")
     return Services(settings=settings, dynamodb=dynamodb, events_client=events)

@@ -28,15 +28,12 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
-from . import metrics
-from .api.agents import AgentTurnResumeRequest, ToolExecutionStep
-from .engine.errors import InvalidRequest
-from .engine.turns import TurnFailed
-from .inference.types import UnsupportedRequest
-from .services import Services
-from .store import Conflict, NotFound
-from .web.context import DEFAULT_TENANT
-from .web.log import logger
+from .. import metrics
+from ..api.agents import AgentTurnResumeRequest, ToolExecutionStep
+from ..errors import Conflict, InvalidRequest, NotFound, RunFailed
+from ..log import logger
+from ..settings import DEFAULT_TENANT
+from . import Services
 
 TENANT_ATTRIBUTE = "tenant"
 
@@ -89,17 +86,17 @@ class ResumeQueueWorker:
             )
         except Conflict as err:
             answered = {r.call_id for r in request.tool_responses}
-            if await asyncio.to_thread(self._already_answered, tenant, ids, answered):
+            if await self._already_answered(tenant, ids, answered):
                 logger.info("duplicate resume message acknowledged", extra=log)
                 metrics.count("ResumeMessagesDuplicate")
                 return
             raise _poison(log, err) from err
-        except (NotFound, InvalidRequest, UnsupportedRequest) as err:
+        except (NotFound, InvalidRequest) as err:
             raise _poison(log, err) from err
         try:
             turn = await run.result()
-        except TurnFailed as failed:
-            if failed.resumable:
+        except RunFailed as failed:
+            if failed.retry:
                 logger.warning("model unavailable; resume will be retried", extra=log)
                 metrics.count("ResumeMessagesRetried")
                 raise ModelUnavailable(failed.message) from failed
@@ -108,9 +105,11 @@ class ResumeQueueWorker:
         logger.info("turn resumed from the queue", extra={**log, "status": _status(turn)})
         metrics.count("ResumeMessagesApplied")
 
-    def _already_answered(self, tenant: str, ids: tuple[str, str, str], call_ids: set[str]) -> bool:
+    async def _already_answered(
+        self, tenant: str, ids: tuple[str, str, str], call_ids: set[str]
+    ) -> bool:
         try:
-            turn = self.services.turns.get_turn(tenant, *ids)
+            turn = await self.services.engine.storage.turn(tenant, *ids)
         except NotFound:
             return False
         return any(

@@ -1,0 +1,235 @@
+"""The agent loop: what a turn or a response does next, for both APIs.
+
+Call the model (streamed or not), collect its tool calls, and route each: a client tool pauses
+the run until the client sends its result; a server-side tool runs here; an unknown tool gets an
+error result the model can read. Repeat within the iteration budget, then end. The loop stores
+nothing and knows neither API: it emits neutral events, and each API face (`turns`,
+`responses`) maps them to its own wire events and stored shape.
+
+    loop = AgentLoop(provider, request, Tools(client=frozenset({"get_weather"})), max_iterations=10)
+    async for event in loop.run():
+        ...  # ModelCallStarted, TextDelta, ToolCallDelta, ModelReplied, ToolsRan,
+             # then one of Paused, Finished, Failed
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal, Protocol
+
+from ..ids import new_id
+from ..inference import types as model
+from ..inference.types import ChatMessage, ChatRequest, ChatToolCall, Provider, Usage
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- neutral events ---------------------------------------------------------------------------
+
+
+@dataclass
+class ModelCallStarted:
+    step_id: str
+    started_at: datetime
+
+
+@dataclass
+class TextDelta:
+    step_id: str
+    text: str
+
+
+@dataclass
+class ToolCallDelta:
+    """A piece of the call at `index` in this model reply; `call_id` and `name` are known from
+    the call's first piece on."""
+
+    step_id: str
+    index: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class ModelReplied:
+    step_id: str
+    started_at: datetime
+    completed_at: datetime
+    text: str
+    tool_calls: list[ChatToolCall]
+    finish: Literal["stop", "tool_calls", "length"]
+    usage: Usage | None
+
+
+@dataclass
+class ToolResult:
+    call: ChatToolCall
+    content: str
+    is_error: bool = False
+
+
+@dataclass
+class ToolsRan:
+    """Calls answered here (server-side tools, unknown tools), with their results."""
+
+    step_id: str
+    started_at: datetime
+    completed_at: datetime
+    results: list[ToolResult]
+
+
+@dataclass
+class Paused:
+    """The run waits for the client's results of `calls`."""
+
+    calls: list[ChatToolCall]
+
+
+@dataclass
+class Finished:
+    """`answered`: the model's last reply has no tool calls; `max_iterations`: the budget ran
+    out while the model still called tools."""
+
+    reason: Literal["answered", "max_iterations"]
+
+
+@dataclass
+class Failed:
+    """The model or a tool failed; `errors.status_of(error)` says what it means."""
+
+    error: Exception
+
+
+LoopEvent = (
+    ModelCallStarted
+    | TextDelta
+    | ToolCallDelta
+    | ModelReplied
+    | ToolsRan
+    | Paused
+    | Finished
+    | Failed
+)
+
+
+# --- tools ------------------------------------------------------------------------------------
+
+
+class ServerTool(Protocol):
+    """A tool the server runs (the tool runtime's MCP and built-in tools)."""
+
+    async def call(self, arguments: str) -> str:
+        """The result as text; an exception is reported to the model as an error result."""
+        ...
+
+
+@dataclass
+class Tools:
+    """Who runs which call. `client=None`: every call not run here goes to the client (the
+    Responses API shows the client whatever function the model called)."""
+
+    client: frozenset[str] | None = frozenset()
+    server: Mapping[str, ServerTool] = field(default_factory=dict)
+
+    def runs_here(self, name: str) -> bool:
+        return name in self.server or (self.client is not None and name not in self.client)
+
+
+# --- the loop ---------------------------------------------------------------------------------
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        provider: Provider,
+        request: ChatRequest,
+        tools: Tools,
+        *,
+        max_iterations: int,
+        iterations: int = 0,
+        stream: bool = True,
+        new_call_id: Callable[[], str] = new_id,
+    ) -> None:
+        self.provider = provider
+        self.request = request  # grows by each reply and tool result
+        self.tools = tools
+        self.max_iterations = max_iterations
+        self.iterations = iterations  # model calls made, including before a pause
+        self.stream = stream
+        self._new_call_id = new_call_id
+
+    async def run(self) -> AsyncIterator[LoopEvent]:
+        try:
+            while True:
+                if self.iterations >= self.max_iterations:
+                    yield Finished("max_iterations")
+                    return
+                self.iterations += 1
+                reply: ModelReplied | None = None
+                async for event in self._call_model():
+                    yield event
+                    if isinstance(event, ModelReplied):
+                        reply = event
+                assert reply is not None
+                if not reply.tool_calls:
+                    yield Finished("answered")
+                    return
+                here = [c for c in reply.tool_calls if self.tools.runs_here(c.name)]
+                if here:
+                    yield await self._run_tools(here)
+                pending = [c for c in reply.tool_calls if not self.tools.runs_here(c.name)]
+                if pending:
+                    yield Paused(pending)
+                    return
+        except Exception as err:  # the model, a tool, or a bug: the face ends the run
+            yield Failed(err)
+
+    async def _call_model(self) -> AsyncIterator[LoopEvent]:
+        step_id, started = new_id(), now()
+        yield ModelCallStarted(step_id, started)
+        text: list[str] = []
+        calls: dict[int, ChatToolCall] = {}
+        finish = model.Finish("stop")
+        async for event in model.model_events(self.provider, self.request, self.stream):
+            if isinstance(event, model.TextDelta):
+                text.append(event.text)
+                yield TextDelta(step_id, event.text)
+            elif isinstance(event, model.ToolCallDelta):
+                call = calls.get(event.index)
+                if call is None:
+                    call = ChatToolCall(event.id or self._new_call_id(), event.name or "", "")
+                    calls[event.index] = call
+                call.name = call.name or event.name or ""
+                call.arguments += event.arguments
+                yield ToolCallDelta(step_id, event.index, call.id, call.name, event.arguments)
+            elif isinstance(event, model.Finish):
+                finish = event
+        tool_calls = [call for _, call in sorted(calls.items())]
+        self.request.messages.append(ChatMessage("assistant", "".join(text), tool_calls=tool_calls))
+        yield ModelReplied(
+            step_id, started, now(), "".join(text), tool_calls, finish.reason, finish.usage
+        )
+
+    async def _run_tools(self, calls: list[ChatToolCall]) -> ToolsRan:
+        step_id, started = new_id(), now()
+        results = await asyncio.gather(*(self._run_tool(call) for call in calls))
+        for result in results:
+            self.request.messages.append(
+                ChatMessage("tool", result.content, tool_call_id=result.call.id)
+            )
+        return ToolsRan(step_id, started, now(), list(results))
+
+    async def _run_tool(self, call: ChatToolCall) -> ToolResult:
+        tool = self.tools.server.get(call.name)
+        if tool is None:
+            return ToolResult(call, f"Unknown tool `{call.name}` was called.", is_error=True)
+        try:
+            return ToolResult(call, await tool.call(call.arguments))
+        except Exception as err:
+            return ToolResult(call, f"Tool `{call.name}` failed: {err}", is_error=True)

@@ -1,0 +1,97 @@
+"""What the engine needs from storage: the port it owns. Domain types in, domain types out;
+implementations (DynamoDB in `store.engine_storage`, memory in the engine tests) run their
+blocking work off the event loop themselves.
+
+Every method that changes state is all-or-nothing: a method that raises changed nothing, except
+`end_turn` raising Conflict (the turn lost its session: nothing of it was written either).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..api.agents import Agent, Step, Turn
+from ..api.responses import OpenAIResponseObjectWithInput
+from ..domain import PausedTurn, SessionLock, TurnState
+
+#: A chat message as stored in a history (`ChatMessage.to_dict()`).
+StoredMessage = dict[str, Any]
+
+
+class TurnStorage(Protocol):
+    #: How long a running turn holds its session without renewing the lease.
+    lease_seconds: int
+
+    async def agent(self, tenant: str, agent_id: str) -> Agent:
+        """The agent (NotFound). May be a recent copy: agents never change once created."""
+        ...
+
+    async def lock_session(self, tenant: str, agent_id: str, turn: Turn) -> SessionLock:
+        """Take the turn's session for it: free, or held by a turn whose lease ran out (which is
+        recorded failed). NotFound for a missing session, Conflict for a busy one."""
+        ...
+
+    async def turn_started(self, lock: SessionLock, turn: Turn) -> None:
+        """The turn runs now: make it readable (it may already be, with the lock)."""
+        ...
+
+    async def history(
+        self, tenant: str, session_id: str, last_turn: str | None
+    ) -> list[StoredMessage]:
+        """The messages of the session's finished turns up to `last_turn`, oldest first."""
+        ...
+
+    async def save_step(self, lock: SessionLock, step: Step) -> None: ...
+
+    async def end_turn(
+        self,
+        lock: SessionLock,
+        turn: Turn,
+        state: TurnState,
+        history: list[StoredMessage] | None = None,
+        steps: tuple[Step, ...] = (),
+    ) -> None:
+        """Store the turn as paused, completed or failed, and free (or park) its session, at
+        once. `history`: what a completed turn adds to the session's conversation; `steps`: its
+        steps not saved yet. Conflict: the turn lost its session, and nothing was stored."""
+        ...
+
+    async def extend_lease(self, lock: SessionLock) -> bool:
+        """Renew the running turn's lease; False when it no longer holds its session."""
+        ...
+
+    async def release(self, lock: SessionLock) -> None:
+        """Free the session of a turn that never started."""
+        ...
+
+    async def read_paused(
+        self, tenant: str, agent_id: str, session_id: str, turn_id: str
+    ) -> PausedTurn:
+        """A turn with its state, as read for its resume (NotFound)."""
+        ...
+
+    async def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step) -> SessionLock:
+        """Take the session back for a paused turn and store `step` (the tool results), at once.
+        Conflict when the turn is no longer awaiting input."""
+        ...
+
+    async def revert(
+        self, lock: SessionLock, turn: Turn, state: TurnState, step_ids: list[str]
+    ) -> None:
+        """Put a resumed turn back as it was paused: its new steps go, it awaits input again."""
+        ...
+
+    async def turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn: ...
+
+
+class ResponseStorage(Protocol):
+    async def context(self, tenant: str, response_id: str) -> list[StoredMessage]:
+        """The conversation through a stored response (NotFound)."""
+        ...
+
+    async def save(
+        self,
+        tenant: str,
+        response: OpenAIResponseObjectWithInput,
+        context: list[StoredMessage],
+    ) -> None: ...

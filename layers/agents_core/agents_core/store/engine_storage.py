@@ -1,0 +1,116 @@
+"""The engine's storage ports (`engine.storage`) on the DynamoDB stores. The stores are blocking
+(boto3); here each call runs in a worker thread, so the engine's event loop keeps streaming.
+
+    storage = DynamoTurnStorage(agent_store, turn_store)
+    lock = await storage.lock_session(tenant, agent_id, turn)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ..domain import RUNNING, PausedTurn, TurnState
+from ..log import logger
+
+if TYPE_CHECKING:
+    from ..api.agents import Agent, Step, Turn
+    from ..api.responses import OpenAIResponseObjectWithInput
+    from .agents import AgentStore
+    from .responses import ResponseStore
+    from .turns import HeldSession, TurnStore
+
+
+class DynamoTurnStorage:
+    def __init__(self, agents: AgentStore, turns: TurnStore) -> None:
+        self._agents = agents
+        self._turns = turns
+        self.lease_seconds = turns.lease_seconds
+
+    async def agent(self, tenant: str, agent_id: str) -> Agent:
+        return await asyncio.to_thread(self._agents.agent_for_turn, tenant, agent_id)
+
+    async def lock_session(self, tenant: str, agent_id: str, turn: Turn) -> HeldSession:
+        return await asyncio.to_thread(self._turns.lock_session, tenant, agent_id, turn)
+
+    async def turn_started(self, lock: HeldSession, turn: Turn) -> None:
+        """A turn too large to travel with its lock gets an item of its own, written while the
+        model works (the turn's end waits for it only when it is in parts)."""
+        if lock.recorded:
+            return
+        record = self._turns.running_record(lock, turn, TurnState(RUNNING))
+        lock.running_in_parts = record.in_parts
+        lock.running_write = asyncio.create_task(asyncio.to_thread(self._turns.put_running, record))
+
+    async def history(self, tenant: str, session_id: str, last_turn: str | None) -> list[Any]:
+        remembered = self._turns.remembered_history(tenant, session_id, last_turn)
+        if remembered is not None:
+            return remembered
+        return await asyncio.to_thread(self._turns.history, tenant, session_id, last_turn)
+
+    async def save_step(self, lock: HeldSession, step: Step) -> None:
+        await asyncio.to_thread(self._turns.save_step, lock, step)
+
+    async def end_turn(
+        self,
+        lock: HeldSession,
+        turn: Turn,
+        state: TurnState,
+        history: list[Any] | None = None,
+        steps: tuple[Step, ...] = (),
+    ) -> None:
+        if lock.running_in_parts:  # its parts share keys with the end's parts
+            await _landed(lock)
+        try:
+            await asyncio.to_thread(self._turns.end_turn, lock, turn, state, history, steps)
+        finally:
+            await _landed(lock)
+
+    async def extend_lease(self, lock: HeldSession) -> bool:
+        return await asyncio.to_thread(self._turns.extend_lease, lock)
+
+    async def release(self, lock: HeldSession) -> None:
+        await asyncio.to_thread(self._turns.release, lock)
+
+    async def read_paused(
+        self, tenant: str, agent_id: str, session_id: str, turn_id: str
+    ) -> PausedTurn:
+        return await asyncio.to_thread(
+            self._turns.read_paused, tenant, agent_id, session_id, turn_id
+        )
+
+    async def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step) -> HeldSession:
+        return await asyncio.to_thread(self._turns.lock_for_resume, paused, agent_id, step)
+
+    async def revert(
+        self, lock: HeldSession, turn: Turn, state: TurnState, step_ids: list[str]
+    ) -> None:
+        await asyncio.to_thread(self._turns.revert, lock, turn, state, step_ids)
+
+    async def turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
+        return await asyncio.to_thread(self._turns.get_turn, tenant, agent_id, session_id, turn_id)
+
+
+async def _landed(lock: HeldSession) -> None:
+    """Wait for the running turn's own item. Its loss only hides a running turn from readers:
+    the turn's end is written whole either way."""
+    task, lock.running_write = lock.running_write, None
+    if task is None:
+        return
+    try:
+        await task
+    except Exception:
+        logger.exception("could not record running turn", extra={"turn_id": lock.turn_id})
+
+
+class DynamoResponseStorage:
+    def __init__(self, responses: ResponseStore) -> None:
+        self._responses = responses
+
+    async def context(self, tenant: str, response_id: str) -> list[Any]:
+        return await asyncio.to_thread(self._responses.context, tenant, response_id)
+
+    async def save(
+        self, tenant: str, response: OpenAIResponseObjectWithInput, context: list[Any]
+    ) -> None:
+        await asyncio.to_thread(self._responses.save, tenant, response, context)
