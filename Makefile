@@ -17,12 +17,14 @@ run: $(STAMP)
 	PORT=$(PORT) $(PY) functions/local/server.py
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(PY) -m pytest -n 2 tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/cfn-lint template.yaml
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
