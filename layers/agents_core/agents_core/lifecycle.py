@@ -6,6 +6,7 @@ Publishing is best effort: a failure is logged and never fails the turn.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -27,7 +28,11 @@ class TurnEventPublisher:
         self._events = client
         self.bus_name = bus_name
 
-    def publish(self, status: str, detail: dict[str, Any]) -> None:
+    async def publish(self, status: str, detail: dict[str, Any]) -> None:
+        """Publish off the event loop (the call blocks); never raises."""
+        await asyncio.to_thread(self._publish, status, detail)
+
+    def _publish(self, status: str, detail: dict[str, Any]) -> None:
         entry = {
             "Source": SOURCE,
             "DetailType": DETAIL_TYPES[status],

@@ -262,7 +262,7 @@ class TurnRun:
             detail["output_message"] = self.turn.output_message.model_dump(mode="json")
         else:
             detail["error"] = self.state.error
-        await asyncio.to_thread(self.publisher.publish, status, detail)
+        await self.publisher.publish(status, detail)
 
     def _last_reply(self) -> CompletionMessage:
         for step in reversed(self.turn.steps):
