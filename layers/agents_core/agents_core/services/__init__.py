@@ -61,14 +61,20 @@ class Services:
         )
 
     @cached_property
+    def turn_storage(self):
+        """The engine's turn storage port on the agent and turn stores."""
+        from ..store.engine_storage import DynamoTurnStorage
+
+        return DynamoTurnStorage(self.agents, self.turns)
+
+    @cached_property
     def engine(self):
         """The turn engine (the Agents API face of the agent loop)."""
         from ..engine.turns import TurnEngine
         from ..lifecycle import TurnEventPublisher
-        from ..store.engine_storage import DynamoTurnStorage
 
         publisher = TurnEventPublisher(self.events_client, self.settings.event_bus_name)
-        return TurnEngine(DynamoTurnStorage(self.agents, self.turns), self.models, publisher)
+        return TurnEngine(self.turn_storage, self.models, publisher)
 
     @cached_property
     def responses_engine(self):

@@ -109,7 +109,7 @@ class ResumeQueueWorker:
         self, tenant: str, ids: tuple[str, str, str], call_ids: set[str]
     ) -> bool:
         try:
-            turn = await self.services.engine.storage.turn(tenant, *ids)
+            turn = await self.services.turn_storage.turn(tenant, *ids)
         except NotFound:
             return False
         return any(
