@@ -135,6 +135,13 @@ class Agents:
             TENANT, self.agent_id, self.session_id, turn_id, answers, stream, **kw
         )
 
+    async def ask(self, text: str) -> Turn:
+        """A turn run to its end (or pause) by a client that does not stream."""
+        return await (await self.start(text)).result()
+
+    async def answer(self, turn_id: str, content: str, **kw: Any) -> Turn:
+        return await (await self.resume(turn_id, content, **kw)).result()
+
     async def read(self, turn_id: str):
         """The stored turn and its state (the port's read for a resume reads both)."""
         return await self.storage.read_paused(TENANT, self.agent_id, self.session_id, turn_id)
@@ -194,7 +201,7 @@ def test_a_plain_answer_completes_the_turn_with_its_step_and_the_history_grows()
         turn = final_turn(items)
         stored = await world.read(turn.turn_id)
         history = await world.storage.history(TENANT, world.session_id, turn.turn_id)
-        second = await (await world.start("Once more")).result()
+        second = await world.ask("Once more")
         return items, turn, stored, history, second
 
     items, turn, stored, history, second = asyncio.run(scenario())
@@ -276,18 +283,22 @@ def test_a_client_tool_pauses_the_turn_and_a_resume_completes_it_counting_iterat
     ]
 
 
-def test_a_resume_must_answer_exactly_the_pending_calls_of_a_turn_still_awaiting_input():
+def test_a_refused_resume_changes_nothing_and_a_finished_turn_cannot_be_resumed():
     world = agents(calls(("call-1", "get_weather", PARIS)), says("Sunny."))
 
     async def scenario():
-        turn = await (await world.start("Weather?")).result()
+        turn = await world.ask("Weather?")
         wrong = [ToolResponse(call_id="call-9", tool_name="get_weather", content="?")]
         with pytest.raises(InvalidRequest, match="call-1"):
             await world.engine.resume_turn(
                 TENANT, world.agent_id, world.session_id, turn.turn_id, wrong, False
             )
+        world.model.refusal = "this model takes no tool results today"
+        with pytest.raises(InvalidRequest, match="no tool results"):
+            await world.resume(turn.turn_id, "sunny")  # refused after the session was taken
+        world.model.refusal = None
         unchanged = await world.read(turn.turn_id)
-        await (await world.resume(turn.turn_id, "sunny")).result()
+        await world.answer(turn.turn_id, "sunny")
         with pytest.raises(Conflict, match="not awaiting input"):
             await world.resume(turn.turn_id, "sunny")
         with pytest.raises(NotFound):
@@ -296,6 +307,7 @@ def test_a_resume_must_answer_exactly_the_pending_calls_of_a_turn_still_awaiting
 
     unchanged = asyncio.run(scenario())
     assert unchanged.state.status == AWAITING_INPUT and len(unchanged.turn.steps) == 1
+    assert len(world.model.requests) == 2  # the pause and the one resume that ran
 
 
 def test_a_call_to_an_unknown_tool_gets_an_error_result_and_the_loop_goes_on():
@@ -356,8 +368,8 @@ def test_the_iteration_budget_counts_the_model_calls_made_before_a_pause():
     )
 
     async def scenario():
-        turn = await (await world.start("Weather?")).result()
-        await (await world.resume(turn.turn_id, "sunny")).result()
+        turn = await world.ask("Weather?")
+        await world.answer(turn.turn_id, "sunny")
         return await world.read(turn.turn_id)
 
     done = asyncio.run(scenario())
@@ -377,7 +389,7 @@ def test_a_model_failure_fails_the_turn_and_frees_the_session(error, status):
         items = await chunks(await world.start("First", stream=True))
         failed = items[-1]
         stored = await world.read(failed.ids["turn_id"])
-        second = await (await world.start("Second")).result()
+        second = await world.ask("Second")
         return items, stored, second
 
     items, stored, second = asyncio.run(scenario())
@@ -448,7 +460,7 @@ def test_a_queued_resume_whose_model_fails_goes_back_to_awaiting_input_with_noth
     )
 
     async def scenario():
-        turn = await (await world.start("Weather?")).result()
+        turn = await world.ask("Weather?")
         before = await world.read(turn.turn_id)
         steps_before = copy.deepcopy(world.storage.steps)
         items = await chunks(await world.resume(turn.turn_id, "sunny", queued=True))
@@ -456,7 +468,7 @@ def test_a_queued_resume_whose_model_fails_goes_back_to_awaiting_input_with_noth
         steps_after = copy.deepcopy(world.storage.steps)
         with pytest.raises(Conflict, match="awaiting tool responses"):
             await world.lock("another-turn")
-        retried = await (await world.resume(turn.turn_id, "sunny", queued=True)).result()
+        retried = await world.answer(turn.turn_id, "sunny", queued=True)
         return before, steps_before, items, after, steps_after, retried
 
     before, steps_before, items, after, steps_after, retried = asyncio.run(scenario())
@@ -485,11 +497,11 @@ def test_a_direct_resume_whose_model_fails_fails_the_turn():
     world = agents(calls(("call-1", "get_weather", PARIS)), [UpstreamFailed("boom")], says("Ok."))
 
     async def scenario():
-        turn = await (await world.start("Weather?")).result()
+        turn = await world.ask("Weather?")
         with pytest.raises(RunFailed) as failed:
-            await (await world.resume(turn.turn_id, "sunny")).result()
+            await world.answer(turn.turn_id, "sunny")
         stored = await world.read(turn.turn_id)
-        next_turn = await (await world.start("Next")).result()
+        next_turn = await world.ask("Next")
         return failed.value, stored, next_turn
 
     failed, stored, next_turn = asyncio.run(scenario())
@@ -497,6 +509,24 @@ def test_a_direct_resume_whose_model_fails_fails_the_turn():
     assert stored.state.status == FAILED
     assert [s.step_type for s in stored.turn.steps] == ["inference", "tool_execution"]
     assert next_turn.output_message.content == "Ok."
+
+
+def test_a_running_turn_reads_as_running_until_it_ends():
+    """The port makes a started turn readable at once (a client that lost the stream fetches it)."""
+    world = agents(says("Done."))
+    seen: list[Any] = []
+
+    async def peek():
+        (turn_id,) = world.storage.turns[(TENANT, world.session_id)]
+        seen.append((await world.read(turn_id)).state.status)
+
+    world.model.replies[0].insert(0, peek)
+
+    async def scenario():
+        return await world.ask("Hi")
+
+    turn = asyncio.run(scenario())
+    assert seen == [RUNNING] and turn.output_message.content == "Done."
 
 
 class Clock:
@@ -649,6 +679,11 @@ def request(**fields: Any) -> CreateOpenaiResponseRequest:
     return CreateOpenaiResponseRequest.model_validate({"model": "m", **fields})
 
 
+async def respond(engine: ResponsesEngine, **fields: Any):
+    """A response run to its end by a client that does not stream."""
+    return await (await engine.start(TENANT, request(**fields))).result()
+
+
 async def stream_response(engine: ResponsesEngine, **fields: Any) -> list[Any]:
     run = await engine.start(TENANT, request(stream=True, **fields))
     return [event async for event in run.events()]
@@ -764,7 +799,7 @@ def test_a_model_failure_fails_the_response_with_its_code(error, status, code):
         run = await engine.start(TENANT, request(input="Hi", stream=True))
         events = [event async for event in run.events()]
         with pytest.raises(RunFailed) as failed:
-            await (await engine.start(TENANT, request(input="Hi"))).result()
+            await respond(engine, input="Hi")
         return run, events, failed.value
 
     run, events, failed = asyncio.run(scenario())
@@ -795,17 +830,12 @@ def test_chained_responses_carry_the_conversation_through_previous_response_id()
     )
 
     async def scenario():
-        first = await engine.start(
-            TENANT, request(input="Weather?", instructions="Be brief.", tools=[WEATHER_FUNCTION])
+        first = await respond(
+            engine, input="Weather?", instructions="Be brief.", tools=[WEATHER_FUNCTION]
         )
-        first = await first.result()
         answer = {"type": "function_call_output", "call_id": "call-1", "output": "sunny"}
-        second = await (
-            await engine.start(TENANT, request(input=[answer], previous_response_id=first.id))
-        ).result()
-        third = await (
-            await engine.start(TENANT, request(input="Again?", previous_response_id=second.id))
-        ).result()
+        second = await respond(engine, input=[answer], previous_response_id=first.id)
+        third = await respond(engine, input="Again?", previous_response_id=second.id)
         return first, second, third
 
     first, second, third = asyncio.run(scenario())
@@ -834,7 +864,7 @@ def test_an_unstored_response_cannot_be_chained_to():
     engine, storage, _ = responses(says("Hello."))
 
     async def scenario():
-        unstored = await (await engine.start(TENANT, request(input="Hi", store=False))).result()
+        unstored = await respond(engine, input="Hi", store=False)
         with pytest.raises(NotFound):
             await engine.start(TENANT, request(input="More", previous_response_id=unstored.id))
         return unstored
@@ -844,15 +874,13 @@ def test_an_unstored_response_cannot_be_chained_to():
 
 
 def test_a_call_the_model_sent_without_an_id_gets_one_in_both_faces():
-    nameless = [model.ToolCallDelta(0, None, "get_weather", PARIS), model.Finish("tool_calls")]
-    world = agents(copy.deepcopy(nameless))
-    engine, _, _ = responses(copy.deepcopy(nameless))
+    no_id = [model.ToolCallDelta(0, None, "get_weather", PARIS), model.Finish("tool_calls")]
+    world = agents(copy.deepcopy(no_id))
+    engine, _, _ = responses(copy.deepcopy(no_id))
 
     async def scenario():
-        turn = await (await world.start("Weather?")).result()
-        response = await (
-            await engine.start(TENANT, request(input="Weather?", tools=[WEATHER_FUNCTION]))
-        ).result()
+        turn = await world.ask("Weather?")
+        response = await respond(engine, input="Weather?", tools=[WEATHER_FUNCTION])
         return turn, response
 
     turn, response = asyncio.run(scenario())
@@ -872,20 +900,13 @@ def test_the_same_model_replies_read_the_same_through_both_faces():
     engine, _, scripted = responses(*copy.deepcopy(script))
 
     async def scenario():
-        paused = await (await world.start("Weather in Paris?")).result()
-        turn = await (await world.resume(paused.turn_id, "sunny")).result()
-        first = await (
-            await engine.start(
-                TENANT,
-                request(
-                    input="Weather in Paris?", instructions="Be brief.", tools=[WEATHER_FUNCTION]
-                ),
-            )
-        ).result()
+        paused = await world.ask("Weather in Paris?")
+        turn = await world.answer(paused.turn_id, "sunny")
+        first = await respond(
+            engine, input="Weather in Paris?", instructions="Be brief.", tools=[WEATHER_FUNCTION]
+        )
         answer = {"type": "function_call_output", "call_id": "call-1", "output": "sunny"}
-        second = await (
-            await engine.start(TENANT, request(input=[answer], previous_response_id=first.id))
-        ).result()
+        second = await respond(engine, input=[answer], previous_response_id=first.id)
         return paused, turn, first, second
 
     paused, turn, first, second = asyncio.run(scenario())
@@ -904,21 +925,3 @@ def test_the_same_model_replies_read_the_same_through_both_faces():
     assert turn_sent[1:] == chain_sent
     assert json.loads(chain_sent[1]["tool_calls"][0]["arguments"]) == {"city": "Paris"}
     assert world.model.replies == scripted.replies == []
-
-
-def test_a_running_turn_reads_as_running_until_it_ends():
-    """The port makes a started turn readable at once (a client that lost the stream fetches it)."""
-    world = agents(says("Done."))
-    seen: list[Any] = []
-
-    async def peek():
-        (turn_id,) = world.storage.turns[(TENANT, world.session_id)]
-        seen.append((await world.read(turn_id)).state.status)
-
-    world.model.replies[0].insert(0, peek)
-
-    async def scenario():
-        return await (await world.start("Hi")).result()
-
-    turn = asyncio.run(scenario())
-    assert seen == [RUNNING] and turn.output_message.content == "Done."
