@@ -250,18 +250,10 @@ def test_a_missing_turn_or_session_is_not_found_when_read(port):
     assert running.turn_id == turn.turn_id and running.input_messages == turn.input_messages
 
 
-def test_a_revert_refused_because_the_turn_lost_its_session_changes_nothing(port, request):
+def test_a_revert_refused_because_the_turn_lost_its_session_changes_nothing(port):
     """The port's promise (engine/storage.py): a method that raises changed nothing. A queued
     resume that ran past its lease, lost its session, then saw its model fail must not delete
     the steps the failed turn keeps (its tool results among them)."""
-    if request.node.callspec.params["port"] == "dynamodb":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="LAYER BUG: TurnStore.revert deletes the steps before end_turn's "
-                "condition refuses the lost turn, so a refused revert still removes them",
-            )
-        )
     agent_id, session_id = port.new_session()
 
     async def scenario():

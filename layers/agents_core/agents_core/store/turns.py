@@ -51,6 +51,9 @@ from .table import Table, condition_failed, in_parallel, key
 #: per kilobyte of the item written).
 RUNNING_ON_SESSION_BYTES = 2048
 
+#: Items a revert deletes in the transaction that ends the turn (DynamoDB takes 100 actions).
+MAX_REMOVED_WITH_END = 98
+
 
 @cache
 def _calls_adapter() -> TypeAdapter:
@@ -330,10 +333,12 @@ class TurnStore:
         state: TurnState,
         history: list[dict[str, Any]] | None = None,
         steps: tuple[Step, ...] = (),
+        removing: list[dict[str, Any]] | None = None,
     ) -> None:
         """Write the turn's final (or paused) state and release (or park) the lock, in one
         transaction (parts of an oversized turn go first). `steps`, the last of the turn's steps
-        and not yet written, are kept inside the turn item: a simple turn is one item."""
+        and not yet written, are kept inside the turn item: a simple turn is one item.
+        `removing`: keys of items deleted in the same transaction (a revert's steps)."""
         history_json = json.dumps(history) if history is not None else None
         head, *parts = self._turn_items(lock, turn, state, history_json, steps)
         if parts:
@@ -365,6 +370,7 @@ class TurnStore:
                             **session_update,
                         }
                     },
+                    *({"Delete": {"TableName": self._t.name, "Key": k}} for k in removing or ()),
                 ]
             )
         except ClientError as err:
@@ -389,9 +395,18 @@ class TurnStore:
                 "ProjectionExpression": "SK",
             }
         )
-        doomed = [i for i in steps if keys.record_of_part(i["SK"]["S"]) in written]
-        self._t.delete_all([key(lock.pk, item["SK"]["S"]) for item in doomed])
-        self.end_turn(lock, turn, state)
+        doomed = [
+            key(lock.pk, i["SK"]["S"])
+            for i in steps
+            if keys.record_of_part(i["SK"]["S"]) in written
+        ]
+        # The deletes go with the turn's end, so a refused end (the turn lost its session)
+        # removes nothing; beyond what one transaction takes, the oldest go first.
+        overflow = len(doomed) - MAX_REMOVED_WITH_END
+        if overflow > 0:
+            self._t.delete_all(doomed[:overflow])
+            doomed = doomed[overflow:]
+        self.end_turn(lock, turn, state, removing=doomed)
 
     def _turn_items(
         self,
