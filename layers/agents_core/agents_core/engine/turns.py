@@ -325,15 +325,7 @@ class TurnEngine:
         except BaseException:
             await self.storage.release(lock)
             raise
-        return TurnRun(
-            storage=self.storage,
-            publisher=self.publisher,
-            agent_id=agent_id,
-            lock=lock,
-            turn=turn,
-            state=state,
-            loop=loop,
-        )
+        return self._run(agent_id, lock, turn, state, loop)
 
     async def resume_turn(
         self,
@@ -390,6 +382,18 @@ class TurnEngine:
             # The resume did not start: the turn goes back to awaiting input, unchanged.
             await self.storage.revert(lock, paused_turn, paused_state, [step.step_id])
             raise
+        revert_to = (paused_turn, paused_state) if queued else None
+        return self._run(agent_id, lock, turn, state, loop, prelude=(step,), revert_to=revert_to)
+
+    def _run(
+        self,
+        agent_id: str,
+        lock: SessionLock,
+        turn: Turn,
+        state: TurnState,
+        loop: L.AgentLoop,
+        **more: Any,
+    ) -> TurnRun:
         return TurnRun(
             storage=self.storage,
             publisher=self.publisher,
@@ -398,8 +402,7 @@ class TurnEngine:
             turn=turn,
             state=state,
             loop=loop,
-            prelude=(step,),
-            revert_to=(paused_turn, paused_state) if queued else None,
+            **more,
         )
 
     def _loop(
