@@ -137,21 +137,21 @@ def install(requirements: list[str], target: Target, cache: Path = CACHE) -> Pat
 
 
 def _prune(site: Path) -> None:
-    """Drop what nothing imports at run time, and refuse what would shadow the runtime's SDK."""
+    """Drop what nothing imports at run time."""
     shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts, with this host's shebang
     for cache in list(site.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
-    shadowing = [name for name in ("boto3", "botocore") if (site / name).exists()]
-    if shadowing:
-        raise SystemExit(
-            f"a layer dependency pulled in {', '.join(shadowing)}, which the Lambda runtime "
-            "provides; a copy in the layer would shadow the runtime's"
-        )
 
 
 def build(out: Path, target: Target = LAMBDA) -> Path:
     """Lay the layer out in `out` (its `python/` folder is what Lambda mounts at /opt/python)."""
     dependencies = install(layer_requirements(), target)
+    shadowing = [name for name in ("boto3", "botocore") if (dependencies / name).exists()]
+    if shadowing:
+        raise SystemExit(
+            f"a layer dependency pulled in {', '.join(shadowing)}, which the Lambda runtime "
+            "provides: a copy in the layer would shadow the runtime's"
+        )
     site = out / "python"
     shutil.rmtree(site, ignore_errors=True)
     shutil.copytree(dependencies, site)
