@@ -15,6 +15,7 @@ OpenAI-compatible server.
 
 from __future__ import annotations
 
+import ast
 import compileall
 import importlib.util
 import json
@@ -286,6 +287,53 @@ def forward(url: str, event: dict[str, Any]) -> httpx.Response:
     return httpx.request(
         event["httpMethod"], url + path, headers=headers, content=content, timeout=30
     )
+
+
+def imported_modules(source: str) -> set[str]:
+    """The top-level modules a file imports, at run time (not under `if TYPE_CHECKING:`)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def test_every_module_the_built_code_imports_is_in_the_layer_or_the_runtime(build):
+    """...including imports on paths the other test does not take (Bedrock, errors, lazy ones)."""
+    built, runtime = build
+    layer = built["AgentsCoreLayer"] / "python"
+    sources = [*(layer / "agents_core").rglob("*.py")]
+    sources += [
+        path
+        for name, out in built.items()
+        if name != "AgentsCoreLayer"
+        for path in out.glob("*.py")
+    ]
+    modules = set().union(*(imported_modules(path.read_text()) for path in sources))
+    own = {"agents_core", "app"}
+    third_party = modules - own - set(sys.stdlib_module_names)
+    assert {"fastapi", "pydantic", "boto3", "httpx"} <= third_party  # the scan sees imports
+
+    def present(root: Path, name: str) -> bool:
+        return (
+            (root / name).is_dir()
+            or (root / f"{name}.py").is_file()
+            or any(root.glob(f"{name}.*.so"))
+        )
+
+    missing = sorted(m for m in third_party if not (present(layer, m) or present(runtime, m)))
+    assert not missing, f"imported but neither in the layer nor in the runtime: {missing}"
 
 
 def test_every_built_function_starts_with_only_its_layer_and_serves_its_events(functions, model):

@@ -19,6 +19,7 @@ Needs Python 3.11+ (tomllib) with pip; nothing else.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import io
 import json
@@ -102,37 +103,35 @@ def install(requirements: list[str], target: Target, cache: Path = CACHE) -> Pat
     """A folder holding `requirements` installed for `target`, from the cache when there."""
     key = hashlib.sha256(json.dumps([sorted(requirements), target.key()]).encode()).hexdigest()
     folder = cache / f"{target.name}-{key[:16]}"
-    if folder.is_dir():
-        return folder
     cache.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".install-", dir=cache))
-    scratch.chmod(0o755)  # mkdtemp's 0700 would follow into the zip: Lambda's user could not read
-    try:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-compile",  # bytecode of this interpreter would be dead weight on 3.12
-                "--only-binary=:all:",
-                "--target",
-                str(scratch),
-                *target.pip_args(),
-                *requirements,
-            ],
-            check=True,
-        )
-        _prune(scratch)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one install at a time (parallel tests, make build)
+        if folder.is_dir():
+            return folder
+        scratch = Path(tempfile.mkdtemp(prefix=".install-", dir=cache))
+        scratch.chmod(0o755)  # mkdtemp's 0700 would follow into the zip: Lambda could not read
         try:
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-compile",  # this interpreter's bytecode would be dead weight on 3.12
+                    "--only-binary=:all:",
+                    "--target",
+                    str(scratch),
+                    *target.pip_args(),
+                    *requirements,
+                ],
+                check=True,
+            )
+            _prune(scratch)
             scratch.rename(folder)
-        except OSError:  # another build cached the same install meanwhile
-            if not folder.is_dir():
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return folder
 
 
