@@ -159,7 +159,8 @@ def build(out: Path, target: Target = LAMBDA) -> Path:
 
 
 def sizes(site: Path) -> dict[str, int]:
-    """Bytes on disk per distribution in a built layer (from each one's RECORD)."""
+    """Bytes per distribution in a built layer (its files' sizes, listed in its RECORD), as
+    Lambda counts them against its unzipped limit."""
     result: dict[str, int] = {}
     for record in site.glob("*.dist-info/RECORD"):
         name = record.parent.name.split("-")[0].lower().replace("_", "-")
@@ -169,7 +170,8 @@ def sizes(site: Path) -> dict[str, int]:
             if path.is_file():
                 total += path.stat().st_size
         result[name] = total
-    result[PACKAGE.name] = sum(p.stat().st_size for p in (site / PACKAGE.name).rglob("*.py"))
+    package = (site / PACKAGE.name).rglob("*")
+    result[PACKAGE.name] = sum(p.stat().st_size for p in package if p.is_file())
     return result
 
 
