@@ -5,6 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8321
 
+# The SAM CLI: the one on PATH, else one installed from PyPI into its own virtualenv (its pinned
+# dependencies would clash with the project's).
+SAM_VENV := $(VENV)/sam-cli
+SAM ?= $(shell command -v sam 2>/dev/null || echo $(SAM_VENV)/bin/sam)
+
 .PHONY: run test lint format bench build
 
 $(STAMP): pyproject.toml
@@ -34,5 +39,12 @@ bench: $(STAMP)
 	$(PY) bench/cold_start.py
 	$(PY) bench/turn_overhead.py
 
-build:
-	sam build
+$(SAM_VENV)/bin/sam:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli
+
+# Every resource builds with BuildMethod makefile (template.yaml): the layer cross-builds for
+# arm64/python3.12 with pip, so neither python3.12 nor a container is needed.
+build: $(STAMP) $(SAM)
+	PYTHON=$(abspath $(PY)) SAM_CLI_TELEMETRY=$${SAM_CLI_TELEMETRY:-0} $(SAM) build
+	$(PY) layers/agents_core/build_layer.py --report .aws-sam/build/AgentsCoreLayer

@@ -1,0 +1,211 @@
+"""Build the AgentsCoreLayer: the agents_core package and its dependencies, laid out the way
+Lambda unpacks a layer (the layer's `python/` folder becomes `/opt/python`).
+
+There is one dependency list, pyproject.toml's `[project].dependencies`. The layer gets all of
+it except what the Lambda runtime already has (`[tool.serverless-agents]
+lambda-runtime-provides`: boto3, with botocore). Dependencies are installed from wheels only,
+for the platform template.yaml declares (arm64, python3.12), so no python3.12 and no container
+is needed; or, with --host, for this machine (the built-artifact test runs that build). Each
+install is cached under build/layer-cache/, keyed by a hash of what it installs, so a repeat
+build is a copy.
+
+    python layers/agents_core/build_layer.py OUT_DIR           # what `sam build` runs (Makefile)
+    python layers/agents_core/build_layer.py OUT_DIR --host    # for this machine
+    python layers/agents_core/build_layer.py --report OUT_DIR  # sizes of a built layer
+
+Needs Python 3.11+ (tomllib) with pip; nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+PYPROJECT = ROOT / "pyproject.toml"
+PACKAGE = HERE / "agents_core"
+CACHE = ROOT / "build" / "layer-cache"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the layer runs: a Python version and the wheel platforms that run there."""
+
+    name: str
+    python_version: str | None = None  # None: this interpreter
+    platforms: tuple[str, ...] = ()  # empty: this machine
+
+    def pip_args(self) -> list[str]:
+        if self.python_version is None:
+            return []
+        args = ["--implementation", "cp", "--python-version", self.python_version]
+        for platform in self.platforms:
+            args += ["--platform", platform]
+        return args
+
+    def key(self) -> list[str]:
+        if self.python_version is None:
+            return [sys.implementation.cache_tag, sysconfig.get_platform()]
+        return [self.python_version, *self.platforms]
+
+
+#: template.yaml's AgentsCoreLayer: CompatibleRuntimes python3.12, CompatibleArchitectures arm64.
+#: The python3.12 runtime runs on Amazon Linux 2023 (glibc 2.34): manylinux wheels up to 2.34 run.
+LAMBDA = Target(
+    "lambda-python3.12-arm64",
+    "3.12",
+    ("manylinux_2_34_aarch64", "manylinux_2_28_aarch64", "manylinux2014_aarch64"),
+)
+HOST = Target("host")
+
+
+def _name(requirement: str) -> str:
+    """The normalized project name of a requirement string ("Foo_Bar>=1" -> "foo-bar")."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    if not match:
+        raise ValueError(f"not a requirement: {requirement!r}")
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower()
+
+
+def _project() -> tuple[list[str], set[str]]:
+    data = tomllib.loads(PYPROJECT.read_text())
+    provided = data["tool"]["serverless-agents"]["lambda-runtime-provides"]
+    return data["project"]["dependencies"], {_name(n) for n in provided}
+
+
+def layer_requirements() -> list[str]:
+    """What the layer installs: the project's dependencies minus what the runtime provides."""
+    dependencies, provided = _project()
+    return [r for r in dependencies if _name(r) not in provided]
+
+
+def runtime_requirements() -> list[str]:
+    """The project's dependencies the Lambda runtime provides (and the layer leaves out)."""
+    dependencies, provided = _project()
+    return [r for r in dependencies if _name(r) in provided]
+
+
+def install(requirements: list[str], target: Target, cache: Path = CACHE) -> Path:
+    """A folder holding `requirements` installed for `target`, from the cache when there."""
+    key = hashlib.sha256(json.dumps([sorted(requirements), target.key()]).encode()).hexdigest()
+    folder = cache / f"{target.name}-{key[:16]}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one install at a time (parallel tests, make build)
+        if folder.is_dir():
+            return folder
+        scratch = Path(tempfile.mkdtemp(prefix=".install-", dir=cache))
+        scratch.chmod(0o755)  # mkdtemp's 0700 would follow into the zip: Lambda could not read
+        try:
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-compile",  # this interpreter's bytecode would be dead weight on 3.12
+                    "--only-binary=:all:",
+                    "--target",
+                    str(scratch),
+                    *target.pip_args(),
+                    *requirements,
+                ],
+                check=True,
+            )
+            _prune(scratch)
+            scratch.rename(folder)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return folder
+
+
+def _prune(site: Path) -> None:
+    """Drop what nothing imports at run time."""
+    shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts, with this host's shebang
+    for cache in list(site.rglob("__pycache__")):
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def build(out: Path, target: Target = LAMBDA) -> Path:
+    """Lay the layer out in `out` (its `python/` folder is what Lambda mounts at /opt/python)."""
+    dependencies = install(layer_requirements(), target)
+    shadowing = [name for name in ("boto3", "botocore") if (dependencies / name).exists()]
+    if shadowing:
+        raise SystemExit(
+            f"a layer dependency pulled in {', '.join(shadowing)}, which the Lambda runtime "
+            "provides: a copy in the layer would shadow the runtime's"
+        )
+    site = out / "python"
+    shutil.rmtree(site, ignore_errors=True)
+    shutil.copytree(dependencies, site)
+    shutil.copytree(PACKAGE, site / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
+def sizes(site: Path) -> dict[str, int]:
+    """Bytes per distribution in a built layer (its files' sizes, listed in its RECORD), as
+    Lambda counts them against its unzipped limit."""
+    result: dict[str, int] = {}
+    for record in site.glob("*.dist-info/RECORD"):
+        name = record.parent.name.split("-")[0].lower().replace("_", "-")
+        total = 0
+        for line in record.read_text().splitlines():
+            path = site / line.rsplit(",", 2)[0]
+            if path.is_file():
+                total += path.stat().st_size
+        result[name] = total
+    package = (site / PACKAGE.name).rglob("*")
+    result[PACKAGE.name] = sum(p.stat().st_size for p in package if p.is_file())
+    return result
+
+
+def zipped_size(folder: Path) -> int:
+    """Bytes of the layer zipped as `sam deploy` zips it (deflate)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(folder))
+    return buffer.tell()
+
+
+def report(out: Path) -> str:
+    site = out / "python"
+    parts = sorted(sizes(site).items(), key=lambda item: -item[1])
+    unzipped = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    lines = [f"{name:<24}{size / 1e6:>7.2f} MB" for name, size in parts]
+    lines.append(
+        f"layer {out}: {unzipped / 1e6:.1f} MB unzipped, {zipped_size(out) / 1e6:.1f} MB zipped"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="the layer's folder (SAM's ARTIFACTS_DIR)")
+    parser.add_argument("--host", action="store_true", help="build for this machine")
+    parser.add_argument("--report", action="store_true", help="only print the sizes of OUT")
+    args = parser.parse_args()
+    if not args.report:
+        build(args.out, HOST if args.host else LAMBDA)
+    print(report(args.out), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

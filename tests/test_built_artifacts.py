@@ -1,0 +1,405 @@
+"""What ships is what is tested: every function started from its build output, as Lambda runs it.
+
+`sam build` is done as SAM does it, for this machine's platform: each resource's Makefile target
+runs from a scratch copy of its folder with ARTIFACTS_DIR set (template.yaml: BuildMethod
+makefile), the layer with LAYER_TARGET=--host, from the same dependency list (its install cached
+under build/layer-cache/ by a hash of that list). Each function then starts with nothing
+importable but its own folder, the layer's python/ folder (Lambda's /opt/python) and the
+runtime's boto3: the buffered agents function behind a stand-in for the Lambda runtime
+(tests/artifact_runtime.py) fed events/ files; the streaming ones through their run.sh, as the
+Lambda Web Adapter starts them (PORT set, uvicorn), each sent an events/ file as the adapter
+forwards it (an HTTP request carrying x-amzn-request-context; an SQS event POSTed to the
+pass-through path /events). AWS is a moto server, the Responses API's model a scripted
+OpenAI-compatible server.
+"""
+
+from __future__ import annotations
+
+import ast
+import compileall
+import importlib.util
+import json
+import os
+import selectors
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from base64 import b64decode
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import boto3
+import httpx
+import pytest
+from agents_core.store.schema import create_table_if_missing
+from moto.server import ThreadedMotoServer
+
+from .lambda_support import ROOT, load_event
+from .test_template import template
+from .turn_support import sse_events
+
+TABLE = "artifact-test"
+BUS = "artifact-test-turns"
+STREAMING = ("TurnsFunction", "ResumeFunction", "ResponsesFunction")
+STARTUP_SECONDS = 60
+
+# The ids the events/ files carry, replaced by the ones the functions hand out.
+AGENT = "01937a2e-5f00-7000-8000-0000000000a1"
+SESSION = "01937a2e-5f00-7000-8000-0000000000b1"
+TURN = "01937a2e-5f00-7000-8000-0000000000c1"
+CALL = "01937a2e-5f00-7000-8000-0000000000e1"
+
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+
+
+def _build_layer_module():
+    path = ROOT / "layers" / "agents_core" / "build_layer.py"
+    spec = importlib.util.spec_from_file_location("build_layer", path)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sam_build(out: Path, scratch: Path) -> dict[str, Path]:
+    """Every resource built as `sam build` builds a BuildMethod makefile one: the build output
+    of each, by logical id."""
+    built = {}
+    for logical_id, resource in template()["Resources"].items():
+        if (resource.get("Metadata") or {}).get("BuildMethod") != "makefile":
+            continue
+        properties = resource["Properties"]
+        source = ROOT / (properties.get("CodeUri") or properties["ContentUri"])
+        work = scratch / logical_id
+        shutil.copytree(source, work, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        artifacts = out / logical_id
+        artifacts.mkdir(parents=True)
+        env = {
+            **os.environ,
+            "ARTIFACTS_DIR": str(artifacts),
+            "PYTHON": sys.executable,
+            "LAYER_TARGET": "--host",
+        }
+        result = subprocess.run(
+            ["make", "--makefile", str(source / "Makefile"), f"build-{logical_id}"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, f"{logical_id}: {result.stdout}{result.stderr}"
+        built[logical_id] = artifacts
+    return built
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    """The build output of every resource, and a folder with the runtime's own packages."""
+    base = tmp_path_factory.mktemp("artifacts")
+    built = sam_build(base / "build", base / "scratch")
+    build_layer = _build_layer_module()
+    runtime = build_layer.install(build_layer.runtime_requirements(), build_layer.HOST)
+    compileall.compile_dir(runtime, quiet=1, workers=2)  # as the runtime's boto3 comes; once
+    return built, runtime
+
+
+@pytest.fixture(scope="module")
+def aws():
+    """A moto server with the table (the layer's own definition) and the event bus."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    session = boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+    create_table_if_missing(session.client("dynamodb", endpoint_url=url), TABLE)
+    session.client("events", endpoint_url=url).create_event_bus(Name=BUS)
+    yield url
+    server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class BufferedFunction:
+    """A buffered function's build output behind the runtime stand-in: one event in, one
+    result out, in the same process (a warm container)."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(process.stdout, selectors.EVENT_READ)
+        self._pending = b""
+
+    def read(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            if not self._selector.select(max(0.0, deadline - time.monotonic())):
+                raise TimeoutError("the function did not answer")
+            data = os.read(self.process.stdout.fileno(), 65536)
+            if not data:
+                raise RuntimeError("the function exited")
+            self._pending += data
+        line, self._pending = self._pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.process.stdin.write(json.dumps(event).encode() + b"\n")
+        self.process.stdin.flush()
+        return self.read(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def functions(build, aws, model, tmp_path_factory):
+    """Every function started from its build output, in parallel; their logs in `logs/`."""
+    built, runtime = build
+    layer = built["AgentsCoreLayer"] / "python"
+    base = tmp_path_factory.mktemp("lambda")
+    logs = base / "logs"
+    logs.mkdir()
+    # The runtime's `python`: this interpreter without its site-packages (-S).
+    shim = base / "bin"
+    shim.mkdir()
+    (shim / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    (shim / "python").chmod(0o755)
+    resources = template()["Resources"]
+
+    def environment(logical_id: str) -> dict[str, str]:
+        return {
+            **CREDENTIALS,
+            "PATH": f"{shim}:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "AWS_ENDPOINT_URL": aws,
+            "AWS_LAMBDA_FUNCTION_NAME": logical_id,
+            "LAMBDA_TASK_ROOT": str(built[logical_id]),
+            "PYTHONPATH": str(runtime),  # in Lambda, the runtime's own packages
+            "PYTHONDONTWRITEBYTECODE": "1",  # /opt is read-only in Lambda
+            "TABLE_NAME": TABLE,
+            "EVENT_BUS_NAME": BUS,
+            "POWERTOOLS_SERVICE_NAME": "serverless-agents",
+        }
+
+    processes: dict[str, subprocess.Popen] = {}
+    ports: dict[str, int] = {}
+    outputs = {name: (logs / f"{name}.log").open("wb") for name in (*STREAMING, "AgentsFunction")}
+    try:
+        for logical_id in STREAMING:
+            ports[logical_id] = free_port()
+            env = {
+                **environment(logical_id),
+                "PORT": str(ports[logical_id]),
+                "LAYER_PYTHON_DIR": str(layer),
+            }
+            if logical_id == "ResponsesFunction":
+                env |= {"OPENAI_BASE_URL": model.url, "INFERENCE_TIMEOUT_SECONDS": "10"}
+            handler = resources[logical_id]["Properties"]["Handler"]  # run.sh
+            processes[logical_id] = subprocess.Popen(
+                [str(built[logical_id] / handler)],
+                cwd=built[logical_id],
+                env=env,
+                stdout=outputs[logical_id],
+                stderr=subprocess.STDOUT,
+            )
+        processes["AgentsFunction"] = subprocess.Popen(
+            [
+                sys.executable,
+                "-I",  # no PYTHON* variables, no script folder on sys.path
+                "-S",  # no site-packages
+                "-B",  # no bytecode written (/opt is read-only in Lambda)
+                str(Path(__file__).with_name("artifact_runtime.py")),
+                str(built["AgentsFunction"]),
+                str(layer),
+                str(runtime),
+                resources["AgentsFunction"]["Properties"]["Handler"],
+            ],
+            cwd=built["AgentsFunction"],
+            env=environment("AgentsFunction"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=outputs["AgentsFunction"],
+        )
+        agents = BufferedFunction(processes["AgentsFunction"])
+        urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        try:
+            assert agents.read(timeout=STARTUP_SECONDS) == {"ready": True}
+            for logical_id, url in urls.items():
+                wait_until_ready(processes[logical_id], url)
+        except Exception as err:
+            raise AssertionError(f"{err}\n{_logs(logs)}") from err
+        yield agents, urls, logs
+    finally:
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            for pipe in (process.stdin, process.stdout):
+                if pipe is not None:
+                    pipe.close()
+        for output in outputs.values():
+            output.close()
+
+
+def wait_until_ready(process: subprocess.Popen, url: str) -> None:
+    """The Web Adapter's readiness check: any answer below 500 on GET /."""
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args[0]} exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise TimeoutError(f"{process.args[0]} did not answer on {url}")
+
+
+def _logs(folder: Path) -> str:
+    return "\n".join(
+        f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in folder.iterdir()
+    )
+
+
+def forward(url: str, event: dict[str, Any]) -> httpx.Response:
+    """An API Gateway event as the Web Adapter forwards it: an HTTP request, the request context
+    in x-amzn-request-context."""
+    headers = {k: v[0] for k, v in (event.get("multiValueHeaders") or {}).items()}
+    headers = headers or dict(event.get("headers") or {})
+    headers["x-amzn-request-context"] = json.dumps(event["requestContext"])
+    query = event.get("multiValueQueryStringParameters") or {}
+    path = event["path"] + (f"?{urlencode(query, doseq=True)}" if query else "")
+    body = event.get("body") or ""
+    content = b64decode(body) if event.get("isBase64Encoded") else body.encode()
+    return httpx.request(
+        event["httpMethod"], url + path, headers=headers, content=content, timeout=30
+    )
+
+
+def imported_modules(source: str) -> set[str]:
+    """The top-level modules a file imports, at run time (not under `if TYPE_CHECKING:`)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def test_every_module_the_built_code_imports_is_in_the_layer_or_the_runtime(build):
+    """...including imports on paths the other test does not take (Bedrock, errors, lazy ones)."""
+    built, runtime = build
+    layer = built["AgentsCoreLayer"] / "python"
+    sources = [*(layer / "agents_core").rglob("*.py")]
+    sources += [
+        path
+        for name, out in built.items()
+        if name != "AgentsCoreLayer"
+        for path in out.glob("*.py")
+    ]
+    modules = set().union(*(imported_modules(path.read_text()) for path in sources))
+    own = {"agents_core", "app"}
+    third_party = modules - own - set(sys.stdlib_module_names)
+    assert {"fastapi", "pydantic", "boto3", "httpx"} <= third_party  # the scan sees imports
+
+    def present(root: Path, name: str) -> bool:
+        return (
+            (root / name).is_dir()
+            or (root / f"{name}.py").is_file()
+            or any(root.glob(f"{name}.*.so"))
+        )
+
+    missing = sorted(m for m in third_party if not (present(layer, m) or present(runtime, m)))
+    assert not missing, f"imported but neither in the layer nor in the runtime: {missing}"
+
+
+def test_every_built_function_starts_with_only_its_layer_and_serves_its_events(functions, model):
+    agents, urls, logs = functions
+    try:
+        check_turns_resumed_over_http_and_from_the_queue(agents, urls)
+        check_a_streamed_response_from_an_openai_compatible_model(urls, model)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{_logs(logs)}") from err
+
+
+def check_turns_resumed_over_http_and_from_the_queue(agents: BufferedFunction, urls) -> None:
+    create = load_event("agents/create_agent.json")
+    weather = {
+        "name": "get_weather",
+        "description": "Weather",
+        "parameters": [
+            {"name": "city", "parameter_type": "string", "description": "City", "required": True}
+        ],
+    }
+    config = {"model": "offline", "instructions": "Be brief.", "client_tools": [weather]}
+    create["body"] = json.dumps({"agent_config": config})
+    created = agents.invoke(create)
+    assert created["statusCode"] == 200, created
+    ids = {AGENT: json.loads(created["body"])["agent_id"]}
+    session = agents.invoke(load_event("agents/create_session.json", ids))
+    assert session["statusCode"] == 200, session
+    ids[SESSION] = json.loads(session["body"])["session_id"]
+
+    def paused_turn() -> dict[str, str]:
+        """A streamed turn from the turns function, paused on the client tool."""
+        reply = forward(urls["TurnsFunction"], load_event("turns/create_turn_stream.json", ids))
+        assert reply.status_code == 200 and reply.headers["content-type"].startswith(
+            "text/event-stream"
+        ), reply.text
+        paused = sse_events(reply.text)[-1]["event"]["payload"]
+        assert paused["event_type"] == "turn_awaiting_input", paused
+        call = paused["turn"]["output_message"]["tool_calls"][0]
+        assert call["arguments"] == {"city": "Paris"}
+        return {**ids, TURN: paused["turn"]["turn_id"], CALL: call["call_id"]}
+
+    # Resumed over HTTP: the resume function streams the rest of the turn.
+    first = paused_turn()
+    resumed = forward(urls["ResumeFunction"], load_event("resume/resume_turn.json", first))
+    final = sse_events(resumed.text)[-1]["event"]["payload"]
+    assert final["event_type"] == "turn_complete", final
+    assert final["turn"]["output_message"]["content"] == "Tool result: 18C and sunny"
+
+    # Resumed from the queue: an SQS event on the Web Adapter's pass-through path.
+    second = paused_turn()
+    batch = load_event("resume/sqs_resume_batch.json", second)
+    answer = httpx.post(f"{urls['ResumeFunction']}/events", json=batch, timeout=30)
+    assert answer.status_code == 200 and answer.json() == {"batchItemFailures": []}, answer.text
+    turn = agents.invoke(load_event("agents/get_turn.json", second))
+    assert turn["statusCode"] == 200, turn
+    assert json.loads(turn["body"])["output_message"]["content"] == "Tool result: 18C and sunny"
+
+
+def check_a_streamed_response_from_an_openai_compatible_model(urls, model) -> None:
+    model.reset()
+    event = load_event("responses/create_response_stream.json")
+    body = json.loads(event["body"])
+    event["body"] = json.dumps({**body, "model": "meta-llama/Llama-3.2-3B-Instruct"})  # not offline
+    reply = forward(urls["ResponsesFunction"], event)
+    events = sse_events(reply.text)
+    assert events and events[-1]["type"] == "response.completed", reply.text
+    output = events[-1]["response"]["output"][0]["content"][0]["text"]
+    assert output == "echo: Hello, streaming!"
+    assert model.requests[-1]["messages"][-1]["content"] == "Hello, streaming!"
