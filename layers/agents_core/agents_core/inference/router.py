@@ -3,12 +3,16 @@
 - `offline` always, and every model when no OpenAI-compatible endpoint is configured: the
   built-in offline model.
 - `bedrock/<model id>`: Amazon Bedrock (Converse), with `<model id>` as Bedrock's model id.
-- anything else: the OpenAI-compatible endpoint at OPENAI_BASE_URL, model id unchanged.
+- anything else: the OpenAI-compatible endpoint at OPENAI_BASE_URL, model id unchanged; its
+  API key is OPENAI_API_KEY (local runs), else the Secrets Manager secret
+  OPENAI_API_KEY_SECRET_ID names (deployed stacks), read at the first model call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from .types import Provider
 
@@ -20,6 +24,7 @@ OFFLINE_MODEL = "offline"
 class InferenceSettings:
     openai_base_url: str | None = None
     openai_api_key: str | None = None
+    openai_api_key_secret_id: str | None = None
     timeout_seconds: float = 60.0
 
 
@@ -56,9 +61,12 @@ class ModelRouter:
         if kind == "openai":
             from .openai_compat import OpenAICompatProvider
 
-            return OpenAICompatProvider(
-                self.settings.openai_base_url, self.settings.openai_api_key, timeout
-            )
+            key: str | Callable[[], str] | None = self.settings.openai_api_key
+            if key is None and self.settings.openai_api_key_secret_id:
+                from ..secrets import model_api_key
+
+                key = partial(model_api_key, self.settings.openai_api_key_secret_id)
+            return OpenAICompatProvider(self.settings.openai_base_url, key, timeout)
         from .offline import OfflineProvider
 
         return OfflineProvider()
