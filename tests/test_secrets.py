@@ -32,16 +32,18 @@ def function_env(monkeypatch, model, dynamodb):
     secrets.forget()
 
 
-def run_turn(function, text: str = "Hello") -> dict | str:
-    """One unstreamed turn on a new session, through the function's app: its JSON, or the
-    error's detail."""
+def run_turn(function, text: str = "Hello", stream: bool = False) -> dict | str:
+    """One turn on a new session, through the function's app: its JSON (the SSE text when
+    streamed), or the error's status and detail."""
     store = function.services.agents
     agent = store.create_agent("default", AgentConfig(model="gpt-test", instructions="Be brief."))
     session = store.create_session("default", agent.agent_id, "s")
     url = f"/v1/agents/{agent.agent_id}/session/{session.session_id}/turn"
-    body = {"messages": [{"role": "user", "content": text}], "stream": False}
+    body = {"messages": [{"role": "user", "content": text}], "stream": stream}
     reply = TestClient(function.app).post(url, json=body)
-    return reply.json() if reply.status_code == 200 else f"{reply.status_code} {reply.text}"
+    if reply.status_code != 200:
+        return f"{reply.status_code} {reply.text}"
+    return reply.text if stream else reply.json()
 
 
 def test_the_model_receives_the_key_read_from_the_secret_and_it_is_read_once(
@@ -56,7 +58,7 @@ def test_the_model_receives_the_key_read_from_the_secret_and_it_is_read_once(
     assert model.authorizations == [f"Bearer {key}"]
     # Read at the first model call and kept: the next turn uses it without another read.
     function_env.put_secret_value(SecretId=SECRET, SecretString="sk-rotated")
-    run_turn(turns, "Again")
+    assert "turn_complete" in run_turn(turns, "Again", stream=True)
     assert model.authorizations == [f"Bearer {key}"] * 2
 
     assert not any(key in value for value in os.environ.values())

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ..api.common import GrammarResponseFormat, TopKSamplingStrategy, TopPSamplingStrategy
@@ -32,35 +31,16 @@ _FINISH = {
 class OpenAICompatProvider:
     name = "openai"
 
-    def __init__(
-        self, base_url: str, api_key: str | Callable[[], str] | None, timeout: float
-    ) -> None:
-        """`api_key` may be a function that reads it (from Secrets Manager): it is called at
-        the first model call, where a failure fails the turn like any model failure (502)."""
-        self._base_url, self._api_key, self._timeout = base_url, api_key, timeout
-        self._client: Any = None if callable(api_key) else self._connect(api_key)
-
-    def _connect(self, api_key: str | None) -> Any:
+    def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
         import httpx
         from openai import AsyncOpenAI
 
-        return AsyncOpenAI(
-            base_url=self._base_url,
+        self._client = AsyncOpenAI(
+            base_url=base_url,
             api_key=api_key or "none",
-            timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 5.0)),
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
             max_retries=0,  # a retry would repeat tokens already streamed to the client
         )
-
-    async def _connected(self) -> Any:
-        if self._client is None:
-            from ..secrets import SecretUnavailable
-
-            try:
-                key = await asyncio.to_thread(self._api_key)
-            except SecretUnavailable as err:
-                raise ProviderError(f"the model's API key is unavailable: {err}") from err
-            self._client = self._connect(key)
-        return self._client
 
     def check(self, request: ChatRequest) -> None:
         self._params(request)
@@ -80,8 +60,7 @@ class OpenAICompatProvider:
             # The body is already in wire form: posted as is, it skips the SDK's request
             # transform, which walks every message against the params types (milliseconds per
             # hundred messages, paid again on every turn of a long session).
-            client = await self._connected()
-            stream = await client.post(
+            stream = await self._client.post(
                 "/chat/completions",
                 body=params,
                 cast_to=ChatCompletion,

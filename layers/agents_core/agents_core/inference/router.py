@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -61,12 +60,16 @@ class ModelRouter:
         if kind == "openai":
             from .openai_compat import OpenAICompatProvider
 
-            key: str | Callable[[], str] | None = self.settings.openai_api_key
-            if key is None and self.settings.openai_api_key_secret_id:
+            url, secret = self.settings.openai_base_url, self.settings.openai_api_key_secret_id
+            if self.settings.openai_api_key is None and secret:
                 from ..secrets import model_api_key
+                from .secret_key import KeyFromSecret
 
-                key = partial(model_api_key, self.settings.openai_api_key_secret_id)
-            return OpenAICompatProvider(self.settings.openai_base_url, key, timeout)
+                return KeyFromSecret(
+                    lambda key: OpenAICompatProvider(url, key, timeout),
+                    partial(model_api_key, secret),
+                )
+            return OpenAICompatProvider(url, self.settings.openai_api_key, timeout)
         from .offline import OfflineProvider
 
         return OfflineProvider()
