@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +181,57 @@ def test_alarms_watch_the_dead_letter_queue_and_each_functions_errors_and_thrott
     subscription = resources["AlarmEmailSubscription"]
     assert subscription["Condition"] == "HasAlarmEmail"
     assert subscription["Properties"]["Endpoint"] == "!Ref AlarmEmail"
+
+
+STREAMED = {
+    ("/v1/agents/{agent_id}/session/{session_id}/turn", "post"),
+    ("/v1/agents/{agent_id}/session/{session_id}/turn/{turn_id}/resume", "post"),
+    ("/v1/openai/v1/responses", "post"),
+}
+
+
+def sam_transform() -> dict:
+    """template.yaml through SAM's own transform (what CloudFormation deploys), the local code
+    paths replaced by S3 URIs as `sam package` does."""
+    from samtranslator.translator.transform import transform
+    from samtranslator.yaml_helper import yaml_parse
+
+    class Policies:  # the managed policies SAM attaches to function roles
+        def load(self) -> dict:
+            names = {
+                "AWSLambdaBasicExecutionRole": "service-role/",
+                "AWSLambdaSQSQueueExecutionRole": "service-role/",
+                "AWSXrayWriteOnlyAccess": "",
+            }
+            return {n: f"arn:aws:iam::aws:policy/{p}{n}" for n, p in names.items()}
+
+    text = (ROOT / "template.yaml").read_text()
+    text = re.sub(r"(CodeUri|ContentUri): \S+", r"\1: s3://bucket/key", text)
+    return transform(yaml_parse(text), {}, Policies())
+
+
+def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
+    """SAM ignores a ResponseTransferMode it does not know (STREAM): the route then deploys
+    buffered, cut at 29 seconds, and nothing else notices."""
+    resources = sam_transform()["Resources"]
+    api = resources["AgentsApi"]["Properties"]
+    assert api["EndpointConfiguration"]["Types"] == ["REGIONAL"]
+    streamed, buffered = set(), set()
+    for path, methods in api["Body"]["paths"].items():
+        for method, spec in methods.items():
+            integration = spec.get("x-amazon-apigateway-integration")
+            if not integration:
+                continue
+            uri = integration["uri"]["Fn::Sub"]
+            if integration.get("responseTransferMode") == "STREAM":
+                assert "/response-streaming-invocations" in uri, (path, method)
+                streamed.add((path, method))
+            else:
+                assert uri.endswith("/invocations"), (path, method)
+                buffered.add((path, method))
+    assert streamed == STREAMED
+    assert len(buffered) == 14
+    stage = next(r for r in resources.values() if r["Type"] == "AWS::ApiGateway::Stage")
+    assert stage["Properties"]["AccessLogSetting"]["DestinationArn"] == {
+        "Fn::GetAtt": ["ApiAccessLogs", "Arn"]
+    }
