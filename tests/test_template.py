@@ -105,17 +105,35 @@ def test_queue_dlq_bus_and_the_resume_event_source():
     queue = resources["ResumeQueue"]["Properties"]
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == "!GetAtt ResumeDeadLetterQueue.Arn"
     assert resources["TurnEventBus"]["Type"] == "AWS::Events::EventBus"
-    resume = resources["ResumeFunction"]["Properties"]
-    source = resume["Events"]["ResumeQueueMessages"]
+    consumer = resources["ResumeQueueFunction"]["Properties"]
+    source = consumer["Events"]["ResumeQueueMessages"]
     assert source["Type"] == "SQS" and source["Properties"]["FunctionResponseTypes"] == [
         "ReportBatchItemFailures"
     ]
     # Visibility covers the consumer's timeout with room for retries.
-    assert queue["VisibilityTimeout"] >= 6 * resume["Timeout"]
-    for name in ("TurnsFunction", "ResumeFunction"):
+    assert queue["VisibilityTimeout"] >= 6 * consumer["Timeout"]
+    # The consumer is the resume function's app and rights, buffered (see the next test).
+    resume = resources["ResumeFunction"]["Properties"]
+    for same in ("CodeUri", "Handler", "Policies", "Layers"):
+        assert consumer[same] == resume[same], same
+    for name in ("TurnsFunction", "ResumeFunction", "ResumeQueueFunction"):
         statements = resources[name]["Properties"]["Policies"][0]["Statement"]
         puts = [s for s in statements if s["Action"] == "events:PutEvents"]
         assert puts and puts[0]["Resource"] == "!GetAtt TurnEventBus.Arn", name
+
+
+def test_web_adapter_functions_stream_only_for_api_gateway():
+    """In response_stream mode the Web Adapter streams every answer, an SQS batch's too, which
+    Lambda's SQS poller cannot read: streaming functions have API events only, and the queue's
+    consumer runs buffered."""
+    for name, resource in functions(template()["Resources"]).items():
+        env = resource["Properties"].get("Environment", {}).get("Variables", {})
+        kinds = {event["Type"] for event in resource["Properties"]["Events"].values()}
+        if env.get("AWS_LWA_INVOKE_MODE") == "response_stream":
+            assert kinds == {"Api"}, name
+        if "SQS" in kinds:
+            assert env["AWS_LWA_INVOKE_MODE"] == "buffered", name
+            assert env["AWS_LWA_PASS_THROUGH_PATH"] == "/events", name
 
 
 def test_the_model_api_key_is_read_from_its_secret_never_passed_in_the_environment():
@@ -138,7 +156,7 @@ def test_the_model_api_key_is_read_from_its_secret_never_passed_in_the_environme
             assert [s["Resource"] for s in reads] == [secret_arn], name
         else:
             assert not reads, name
-    assert callers == 3
+    assert callers == 4
 
 
 def test_every_function_logs_to_a_group_with_the_retention_parameter():
