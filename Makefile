@@ -31,6 +31,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/cold_start.py
 	$(PY) bench/turn_overhead.py
+	$(PY) bench/cost.py
 
 build:
 	sam build

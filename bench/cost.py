@@ -1,19 +1,22 @@
 """Cost model: what 1M agent turns and 1M Responses API calls cost on AWS, from what the functions
 measurably do, next to Amazon Bedrock AgentCore Runtime's compute price for the same work.
 
-Measured here: each streaming function runs as Lambda runs it (its `app` under uvicorn, in a
-process of its own) over a moto server in another process and a local OpenAI-compatible model
-in a third, so the function's process CPU time (/proc/<pid>/stat) is the engine's own work: its
-HTTP serving, JSON and pydantic, the SDK parsing the model's stream, and botocore building and
-parsing DynamoDB requests; moto's and the model's work are not in it. The function process
-records its DynamoDB requests and responses, from which the item sizes and request units come.
-Also measured: its peak RSS, the log bytes it prints, the bytes it streams to the caller.
+Measured here: each function runs as Lambda runs it (its `app` under uvicorn, in a process of
+its own) over a moto server in another process and a local OpenAI-compatible model in a third,
+so the function's process CPU time (/proc/<pid>/stat) is the engine's own work: HTTP serving,
+JSON and pydantic, reading the model's stream, botocore building and parsing DynamoDB and
+EventBridge requests, logging; moto's and the model's work are not in it. CPU time is taken
+with long model replies (--chunks deltas) and with 3-delta ones, which splits it into a fixed
+part per run and a part per streamed delta. The function process records its AWS requests and
+their answers, from which the item sizes and DynamoDB request units come. Also measured: its
+peak RSS, the log bytes it prints, the bytes it streams to the caller.
 
-Priced: Lambda duration at the MemorySize in template.yaml (a Lambda is billed while it waits on
-the model, so duration = model time + the engine's CPU time scaled to the CPU share of that
-memory + AWS round trips), Lambda and API Gateway requests, DynamoDB request units, EventBridge
-events, CloudWatch Logs ingestion, X-Ray traces, data transfer out. Prices are constants below,
-with their date and region.
+Priced: Lambda duration at each function's MemorySize in template.yaml (Lambda bills the time a
+function waits on the model: duration = model time + the fixed CPU work at that memory's CPU
+share + AWS round trips; the per-delta work runs while the model streams, and counts only where
+it outlasts the model), Lambda and API Gateway requests, DynamoDB request units, EventBridge
+events, CloudWatch Logs ingestion, X-Ray traces, data transfer out. Prices are constants below
+with their date and region; CPU times are this machine's (Lambda's arm64 cores may differ).
 
     .venv/bin/python bench/cost.py [--turns 200] [--chunks 250]
 """
@@ -37,8 +40,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# ---- Prices: us-east-1, arm64, on-demand, first tier; as listed on the AWS pricing pages,
-# ---- checked 2026-11-22. Per unit, in USD.
+# ---- Prices: us-east-1, arm64, on-demand, first tier, in USD per unit. Lambda, API Gateway and
+# ---- DynamoDB checked against their AWS pricing pages on 2026-11-22; the others are AWS's
+# ---- long-standing list prices. AgentCore Runtime's as issue 16 quotes them.
 PRICES_DATE = "2026-11-22, us-east-1"
 LAMBDA_GB_SECOND = 0.0000133334  # arm64, first 7.5 billion GB-s a month
 LAMBDA_REQUEST = 0.20 / 1e6
@@ -621,9 +625,10 @@ def report(args, turns: Measured, responses: Measured, crud: Crud) -> None:
         f" {turns.cpu_ms:.0f} ms CPU a turn): {same:.2f} USD"
     )
     print(f"  goal, Lambda <= the reference: {'ok' if ours <= ref else 'OVER GOAL'}")
-    fixed = 9 * ALARM_MONTH + 8 * METRIC_MONTH + SECRET_MONTH
+    alarms = (ROOT / "template.yaml").read_text().count("Type: AWS::CloudWatch::Alarm")
+    fixed = alarms * ALARM_MONTH + 8 * METRIC_MONTH + SECRET_MONTH
     print(
-        f"\nfixed, monthly: 9 alarms, about 8 custom metrics, a secret: {fixed:.2f} USD."
+        f"\nfixed, monthly: {alarms} alarms, about 8 custom metrics, a secret: {fixed:.2f} USD."
         f" A resume through the queue adds 3 SQS requests ({3e6 * SQS_REQUEST:.2f} USD per 1M)."
     )
     at = memory["AgentsFunction"]
