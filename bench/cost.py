@@ -28,6 +28,7 @@ import math
 import os
 import pickle
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -386,6 +387,7 @@ def main() -> None:
             function.stop()
         moto.terminate()
         model.terminate()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass
