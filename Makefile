@@ -38,6 +38,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/cold_start.py
 	$(PY) bench/turn_overhead.py
+	$(PY) bench/cost.py
 
 $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)

@@ -93,7 +93,10 @@ def test_every_crud_route_in_the_template_has_an_event():
     )
     for name, route in streamed_routes:
         event = json.loads((ROOT / "events" / name).read_text())
-        streamed = f"Path: {event['resource']}\n            Method: post\n            ResponseTransferMode: STREAM"
+        streamed = (
+            f"Path: {event['resource']}\n            Method: post\n"
+            "            ResponseTransferMode: RESPONSE_STREAM"  # SAM's value (test_template.py)
+        )
         assert streamed in template, route
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,16 +35,31 @@ def template() -> dict:
     return yaml.load((ROOT / "template.yaml").read_text(), Loader=_CfnLoader)
 
 
+def statements(resource: dict) -> list[dict]:
+    """A function's policy statements, those of conditional (`!If`) policies included."""
+    found = []
+    for policy in resource["Properties"]["Policies"]:
+        branches = policy["!If"][1:] if "!If" in policy else [policy]
+        for branch in branches:
+            if isinstance(branch, dict):
+                found += branch.get("Statement", [])
+    return found
+
+
+def functions(resources: dict) -> dict[str, dict]:
+    return {
+        name: resource
+        for name, resource in resources.items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+
+
 def table_actions(function: str) -> set[str]:
     """The DynamoDB actions a function's policy in template.yaml allows on the table."""
-    statements = [
-        statement
-        for policy in template()["Resources"][function]["Properties"]["Policies"]
-        for statement in policy.get("Statement", [])
-    ]
+    statements_ = statements(template()["Resources"][function])
     return {
         action
-        for statement in statements
+        for statement in statements_
         if statement["Effect"] == "Allow"
         for action in statement["Action"]
         if action.startswith("dynamodb:")
@@ -71,20 +88,16 @@ def test_template_table_matches_the_local_definition():
 
 
 def test_functions_may_touch_only_the_table():
-    resources = template()["Resources"]
-    for name, resource in resources.items():
-        if resource["Type"] != "AWS::Serverless::Function":
-            continue
-        for policy in resource["Properties"]["Policies"]:
-            for statement in policy["Statement"]:
-                actions = statement["Action"]
-                dynamo = [a for a in actions if a.startswith("dynamodb:")]
-                assert "dynamodb:*" not in actions and "dynamodb:Scan" not in dynamo, name
-                if dynamo:
-                    assert statement["Resource"] == [
-                        "!GetAtt AgentsTable.Arn",
-                        "!Sub ${AgentsTable.Arn}/index/*",
-                    ], name
+    for name, resource in functions(template()["Resources"]).items():
+        for statement in statements(resource):
+            actions = statement["Action"]
+            dynamo = [a for a in actions if a.startswith("dynamodb:")]
+            assert "dynamodb:*" not in actions and "dynamodb:Scan" not in dynamo, name
+            if dynamo:
+                assert statement["Resource"] == [
+                    "!GetAtt AgentsTable.Arn",
+                    "!Sub ${AgentsTable.Arn}/index/*",
+                ], name
 
 
 def test_queue_dlq_bus_and_the_resume_event_source():
@@ -92,14 +105,158 @@ def test_queue_dlq_bus_and_the_resume_event_source():
     queue = resources["ResumeQueue"]["Properties"]
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == "!GetAtt ResumeDeadLetterQueue.Arn"
     assert resources["TurnEventBus"]["Type"] == "AWS::Events::EventBus"
-    resume = resources["ResumeFunction"]["Properties"]
-    source = resume["Events"]["ResumeQueueMessages"]
+    consumer = resources["ResumeQueueFunction"]["Properties"]
+    source = consumer["Events"]["ResumeQueueMessages"]
     assert source["Type"] == "SQS" and source["Properties"]["FunctionResponseTypes"] == [
         "ReportBatchItemFailures"
     ]
     # Visibility covers the consumer's timeout with room for retries.
-    assert queue["VisibilityTimeout"] >= 6 * resume["Timeout"]
-    for name in ("TurnsFunction", "ResumeFunction"):
+    assert queue["VisibilityTimeout"] >= 6 * consumer["Timeout"]
+    # The consumer is the resume function's app and rights, buffered (see the next test).
+    resume = resources["ResumeFunction"]["Properties"]
+    for same in ("CodeUri", "Handler", "Policies", "Layers"):
+        assert consumer[same] == resume[same], same
+    for name in ("TurnsFunction", "ResumeFunction", "ResumeQueueFunction"):
         statements = resources[name]["Properties"]["Policies"][0]["Statement"]
         puts = [s for s in statements if s["Action"] == "events:PutEvents"]
         assert puts and puts[0]["Resource"] == "!GetAtt TurnEventBus.Arn", name
+
+
+def test_web_adapter_functions_stream_only_for_api_gateway():
+    """In response_stream mode the Web Adapter streams every answer, an SQS batch's too, which
+    Lambda's SQS poller cannot read: streaming functions have streamed API routes only, and the
+    queue's consumer runs buffered."""
+    for name, resource in functions(template()["Resources"]).items():
+        env = resource["Properties"].get("Environment", {}).get("Variables", {})
+        kinds = {event["Type"] for event in resource["Properties"]["Events"].values()}
+        if env.get("AWS_LWA_INVOKE_MODE") == "response_stream":
+            # ...and a buffered integration would take the streamed answer for a malformed one.
+            assert kinds == {"Api"}, name
+            for event in resource["Properties"]["Events"].values():
+                assert event["Properties"]["ResponseTransferMode"] == "RESPONSE_STREAM", name
+        if "SQS" in kinds:
+            assert env["AWS_LWA_INVOKE_MODE"] == "buffered", name
+            assert env["AWS_LWA_PASS_THROUGH_PATH"] == "/events", name
+
+
+def test_the_model_api_key_is_read_from_its_secret_never_passed_in_the_environment():
+    """Functions that call models get the secret's name and the right to read that one
+    secret; no function's environment holds a key, and no parameter takes one."""
+    doc = template()
+    assert not [p for p in doc["Parameters"].values() if p.get("NoEcho")]
+    secret_arn = (
+        "!Sub arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}"
+        ":secret:${ModelApiKeySecretName}-??????"
+    )
+    callers = 0
+    for name, resource in functions(doc["Resources"]).items():
+        env = resource["Properties"].get("Environment", {}).get("Variables", {})
+        assert not [v for v in env if "KEY" in v and not v.endswith("_SECRET_ID")], name
+        reads = [s for s in statements(resource) if "secretsmanager:GetSecretValue" in s["Action"]]
+        if "OPENAI_BASE_URL" in env:
+            callers += 1
+            assert env["OPENAI_API_KEY_SECRET_ID"] == "!Ref ModelApiKeySecretName", name
+            assert [s["Resource"] for s in reads] == [secret_arn], name
+        else:
+            assert not reads, name
+    assert callers == 4
+
+
+def test_every_function_logs_to_a_group_with_the_retention_parameter():
+    resources = template()["Resources"]
+    groups = {
+        r["Properties"]["LogGroupName"]: r["Properties"]["RetentionInDays"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Logs::LogGroup"
+    }
+    for name in functions(resources):
+        assert groups.pop(f"!Sub /aws/lambda/${{{name}}}") == "!Ref LogRetentionDays", name
+    assert groups == {"!Sub /aws/apigateway/${AWS::StackName}/access": "!Ref LogRetentionDays"}
+
+
+def test_the_api_stage_writes_json_access_logs_to_its_group():
+    api = template()["Resources"]["AgentsApi"]
+    setting = api["Properties"]["AccessLogSetting"]
+    assert setting["DestinationArn"] == "!GetAtt ApiAccessLogs.Arn"
+    line = json.loads(setting["Format"])  # one JSON object per request
+    assert line["requestId"] == "$context.requestId"
+    assert line["apiKeyId"] == "$context.identity.apiKeyId"  # the tenant, never the key
+    assert api["DependsOn"] == "ApiGatewayAccount"  # the account's logging role comes first
+
+
+def test_alarms_watch_the_dead_letter_queue_and_each_functions_errors_and_throttles():
+    resources = template()["Resources"]
+    alarms = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    watched = {
+        (a["MetricName"], a["Dimensions"][0]["Value"])
+        for a in alarms
+        if a["AlarmActions"] == ["!Ref AlarmTopic"]
+    }
+    expected = {("ApproximateNumberOfMessagesVisible", "!GetAtt ResumeDeadLetterQueue.QueueName")}
+    expected |= {
+        (metric, f"!Ref {name}")
+        for name in functions(resources)
+        for metric in ("Errors", "Throttles")
+    }
+    assert watched == expected
+    subscription = resources["AlarmEmailSubscription"]
+    assert subscription["Condition"] == "HasAlarmEmail"
+    assert subscription["Properties"]["Endpoint"] == "!Ref AlarmEmail"
+
+
+STREAMED = {
+    ("/v1/agents/{agent_id}/session/{session_id}/turn", "post"),
+    ("/v1/agents/{agent_id}/session/{session_id}/turn/{turn_id}/resume", "post"),
+    ("/v1/openai/v1/responses", "post"),
+    ("/v1/openai/v1/responses", "get"),
+    ("/v1/openai/v1/responses/{response_id}", "get"),
+    ("/v1/openai/v1/responses/{response_id}", "delete"),
+    ("/v1/openai/v1/responses/{response_id}/input_items", "get"),
+}
+
+
+def sam_transform() -> dict:
+    """template.yaml through SAM's own transform (what CloudFormation deploys), the local code
+    paths replaced by S3 URIs as `sam package` does."""
+    from samtranslator.translator.transform import transform
+    from samtranslator.yaml_helper import yaml_parse
+
+    class Policies:  # the managed policies SAM attaches to function roles
+        def load(self) -> dict:
+            names = {
+                "AWSLambdaBasicExecutionRole": "service-role/",
+                "AWSLambdaSQSQueueExecutionRole": "service-role/",
+                "AWSXrayWriteOnlyAccess": "",
+            }
+            return {n: f"arn:aws:iam::aws:policy/{p}{n}" for n, p in names.items()}
+
+    text = (ROOT / "template.yaml").read_text()
+    text = re.sub(r"(CodeUri|ContentUri): \S+", r"\1: s3://bucket/key", text)
+    return transform(yaml_parse(text), {}, Policies())
+
+
+def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
+    """SAM ignores a ResponseTransferMode it does not know (STREAM): the route then deploys
+    buffered, cut at 29 seconds, and nothing else notices."""
+    resources = sam_transform()["Resources"]
+    api = resources["AgentsApi"]["Properties"]
+    assert api["EndpointConfiguration"]["Types"] == ["REGIONAL"]
+    streamed, buffered = set(), set()
+    for path, methods in api["Body"]["paths"].items():
+        for method, spec in methods.items():
+            integration = spec.get("x-amazon-apigateway-integration")
+            if not integration:
+                continue
+            uri = integration["uri"]["Fn::Sub"]
+            if integration.get("responseTransferMode") == "STREAM":
+                assert "/response-streaming-invocations" in uri, (path, method)
+                streamed.add((path, method))
+            else:
+                assert uri.endswith("/invocations"), (path, method)
+                buffered.add((path, method))
+    assert streamed == STREAMED
+    assert len(buffered) == 10  # the agents function's routes (Mangum, no Web Adapter)
+    stage = next(r for r in resources.values() if r["Type"] == "AWS::ApiGateway::Stage")
+    assert stage["Properties"]["AccessLogSetting"]["DestinationArn"] == {
+        "Fn::GetAtt": ["ApiAccessLogs", "Arn"]
+    }

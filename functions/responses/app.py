@@ -12,3 +12,4 @@ from agents_core.web.responses import router
 services = build_services(Settings.from_env())
 app = create_app(router, services=services)
 engine = services.responses_engine  # built (imports and all) during init, not on first request
+services.models.prepare()  # the model client too

@@ -14,3 +14,4 @@ from agents_core.web.turns import queue_router, resume_router
 services = build_services(Settings.from_env())
 app = create_app(resume_router, queue_router, services=services)
 engine = services.engine  # built (imports and all) during init, not on the first request
+services.models.prepare()  # the model client too

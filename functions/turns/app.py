@@ -12,3 +12,4 @@ from agents_core.web.turns import turns_router
 services = build_services(Settings.from_env())
 app = create_app(turns_router, services=services)
 engine = services.engine  # built (imports and all) during init, not on the first request
+services.models.prepare()  # the model client too

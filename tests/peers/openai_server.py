@@ -36,6 +36,7 @@ class ScriptedOpenAI(LocalPeer):
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.perf_counter() of each request
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         self._replies: list[Reply] = []
         self._lock = threading.Lock()
         script = self
@@ -56,6 +57,7 @@ class ScriptedOpenAI(LocalPeer):
                 with script._lock:
                     script.arrivals.append(time.perf_counter())
                     script.requests.append(body)
+                    script.authorizations.append(self.headers.get("Authorization"))
                     reply = script._replies.pop(0) if script._replies else script._echo(body)
                 script._serve(self, body, reply)
 
@@ -81,6 +83,7 @@ class ScriptedOpenAI(LocalPeer):
             self._replies.clear()
             self.requests.clear()
             self.arrivals.clear()
+            self.authorizations.clear()
 
     @staticmethod
     def _echo(body: dict[str, Any]) -> Reply:

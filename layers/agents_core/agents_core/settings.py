@@ -19,6 +19,9 @@ class Settings:
     #: An OpenAI-compatible endpoint; without one, models are served by the offline model.
     openai_base_url: str | None = None
     openai_api_key: str | None = None
+    #: Secrets Manager secret (name or ARN) holding the endpoint's API key, read at the first
+    #: model call; deployed stacks use it instead of a key in the environment.
+    openai_api_key_secret_id: str | None = None
     #: How long a model may take to answer (connect and between streamed chunks).
     inference_timeout_seconds: float = 60.0
     #: How long a running turn holds its session; longer than the turns function's timeout.
@@ -38,6 +41,7 @@ class Settings:
             ),
             openai_base_url=os.environ.get("OPENAI_BASE_URL") or None,
             openai_api_key=os.environ.get("OPENAI_API_KEY") or None,
+            openai_api_key_secret_id=os.environ.get("OPENAI_API_KEY_SECRET_ID") or None,
             inference_timeout_seconds=float(
                 os.environ.get("INFERENCE_TIMEOUT_SECONDS", cls.inference_timeout_seconds)
             ),

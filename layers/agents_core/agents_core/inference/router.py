@@ -3,12 +3,15 @@
 - `offline` always, and every model when no OpenAI-compatible endpoint is configured: the
   built-in offline model.
 - `bedrock/<model id>`: Amazon Bedrock (Converse), with `<model id>` as Bedrock's model id.
-- anything else: the OpenAI-compatible endpoint at OPENAI_BASE_URL, model id unchanged.
+- anything else: the OpenAI-compatible endpoint at OPENAI_BASE_URL, model id unchanged; its
+  API key is OPENAI_API_KEY (local runs), else the Secrets Manager secret
+  OPENAI_API_KEY_SECRET_ID names (deployed stacks), read at the first model call.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from .types import Provider
 
@@ -20,6 +23,7 @@ OFFLINE_MODEL = "offline"
 class InferenceSettings:
     openai_base_url: str | None = None
     openai_api_key: str | None = None
+    openai_api_key_secret_id: str | None = None
     timeout_seconds: float = 60.0
 
 
@@ -33,6 +37,12 @@ class ModelRouter:
         if self.settings.openai_base_url:
             return f"models: OpenAI-compatible at {self.settings.openai_base_url}, {bedrock}"
         return f"models: built-in offline model (set OPENAI_BASE_URL for a real one), {bedrock}"
+
+    def prepare(self) -> None:
+        """Create the provider most models go to now, so that its imports and HTTP client are
+        made during a function's init, which Lambda runs at full CPU, rather than in the first
+        turn, which runs at the memory's share of it (a second or more at 192 MB)."""
+        self._provider("openai" if self.settings.openai_base_url else "offline")
 
     def resolve(self, model: str) -> tuple[Provider, str]:
         """The provider for `model` and the model id to send it."""
@@ -56,9 +66,16 @@ class ModelRouter:
         if kind == "openai":
             from .openai_compat import OpenAICompatProvider
 
-            return OpenAICompatProvider(
-                self.settings.openai_base_url, self.settings.openai_api_key, timeout
-            )
+            url, secret = self.settings.openai_base_url, self.settings.openai_api_key_secret_id
+            if self.settings.openai_api_key is None and secret:
+                from ..secrets import model_api_key
+                from .secret_key import KeyFromSecret
+
+                return KeyFromSecret(
+                    lambda key: OpenAICompatProvider(url, key, timeout),
+                    partial(model_api_key, secret),
+                )
+            return OpenAICompatProvider(url, self.settings.openai_api_key, timeout)
         from .offline import OfflineProvider
 
         return OfflineProvider()

@@ -56,6 +56,7 @@ class Services:
             InferenceSettings(
                 openai_base_url=self.settings.openai_base_url,
                 openai_api_key=self.settings.openai_api_key,
+                openai_api_key_secret_id=self.settings.openai_api_key_secret_id,
                 timeout_seconds=self.settings.inference_timeout_seconds,
             )
         )
