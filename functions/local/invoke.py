@@ -579,14 +579,14 @@ class Invoker:
         if unknown:
             raise InvokeError(f"the event names {{{{{sorted(unknown)[0]}}}}}, which no seed makes")
         seeds: dict[str, str] = {}
-        if wanted & AGENT_SEEDS:
+        if wanted & AGENT_SEEDS:  # an agent always has a session, so a listing shows one
             seeds["agent_id"] = self._create("agents/create_agent.json", {})["agent_id"]
-        if wanted & {"session_id", "turn_id", "call_id", "step_id"}:
             seeds["session_id"] = self._create("agents/create_session.json", seeds)["session_id"]
         if wanted & {"turn_id", "call_id", "step_id"}:
             seeds.update(self._paused_turn(seeds))
         if "response_id" in wanted:
             seeds["response_id"] = self._create("responses/create_response.json", {})["id"]
+        seeds = {k: v for k, v in seeds.items() if k in wanted}
         self.note("seeded " + ", ".join(f"{k} {v}" for k, v in seeds.items()))
         return seeds
 
@@ -751,11 +751,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--layer-dir", type=Path, help="import the layer from here (default: the template's)"
     )
-    parser.add_argument(
-        "--print-event",
-        action="store_true",
-        help="only print the event with its ids filled (for `sam local invoke -e -`)",
-    )
     args = parser.parse_args(argv)
 
     def note(text: str) -> None:
@@ -771,9 +766,6 @@ def main(argv: list[str] | None = None) -> int:
                 "no event: make invoke EVENT=events/agents/get_agent.json [FUNCTION=AgentsFunction]"
             )
         with Invoker(args.port, args.build_dir, args.layer_dir, note=note) as invoker:
-            if args.print_event:
-                print(json.dumps(invoker.fill(read_event_text(Path(args.event))), indent=2))
-                return 0
             target, reply = invoker.replay(Path(args.event), args.function, on_chunk=out)
             if reply.error is not None:
                 print(json.dumps(reply.error))
