@@ -72,6 +72,22 @@ def test_an_endpoint_that_is_not_aws_is_one_line_with_its_http_status():
     ]
 
 
+def test_an_endpoint_that_never_answers_is_one_line_after_one_bounded_call():
+    with listening_socket() as sock:  # connections queue, nothing ever answers
+        endpoint = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        credentials = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"}
+        status, lines = failed_start({"AWS_ENDPOINT_URL": endpoint, **credentials})
+    assert status == 1
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        f"serverless-agents: the AWS endpoint {endpoint} failed a call (Read timeout"
+    )
+    assert lines[0].endswith(
+        "check that AWS_ENDPOINT_URL names an AWS-compatible service"
+        " (moto, LocalStack) or AWS itself"
+    )
+
+
 def test_a_busy_port_is_one_line_and_nothing_claims_to_serve():
     with listening_socket() as sock:
         port = sock.getsockname()[1]

@@ -101,11 +101,12 @@ def _aws_failure(endpoint: str, err: Exception) -> StartupError:
             f"no AWS credentials for AWS_ENDPOINT_URL {endpoint}: set AWS_ACCESS_KEY_ID and"
             " AWS_SECRET_ACCESS_KEY (any values work for moto or LocalStack) or AWS_PROFILE"
         )
-    code = getattr(err, "response", {}).get("Error", {}).get("Code", "")
+    code = (getattr(err, "response", None) or {}).get("Error", {}).get("Code", "")
     if code.isdigit():  # no AWS error document: something else answers there
         what = f"answered HTTP {code} with no AWS reply"
     else:
-        what = f"failed a DynamoDB call ({(str(err).strip() or type(err).__name__)[:200]})"
+        first_line = (str(err).strip() or type(err).__name__).splitlines()[0][:200]
+        what = f"failed {getattr(err, 'operation_name', 'a call')} ({first_line})"
     return StartupError(
         f"the AWS endpoint {endpoint} {what}: check that AWS_ENDPOINT_URL names an"
         " AWS-compatible service (moto, LocalStack) or AWS itself"
