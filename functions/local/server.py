@@ -231,8 +231,9 @@ def build_local_app():
 
     settings = Settings.from_env()
     try:
-        # One quick call first: a wrong endpoint or missing credentials fail here, once.
-        aws.client("dynamodb", attempts=1).list_tables(Limit=1)
+        # One call first, not retried: a wrong endpoint or missing credentials fail here, once
+        # (10 s: LocalStack starts its DynamoDB on the first call).
+        aws.client("dynamodb", read_timeout=10, attempts=1).list_tables(Limit=1)
         client = aws.client("dynamodb")
         create_table_if_missing(client, settings.table_name)
         sqs = aws.client("sqs", read_timeout=10)
