@@ -304,9 +304,8 @@ def function_env(spec: FunctionSpec, template: Template, aws: LocalAws, layers: 
         credentials = name.startswith("AWS_") and any(
             part in name for part in ("ACCESS_KEY", "SECRET", "SESSION_TOKEN", "PROFILE", "FILE")
         )
-        if credentials or name == "HOME" or name.startswith(("AWS_ENDPOINT_URL_", "OPENAI_")):
-            env[name] = value
-        if name.startswith("POWERTOOLS_"):
+        passed = ("AWS_ENDPOINT_URL_", "OPENAI_", "POWERTOOLS_")  # local choices of yours
+        if credentials or name == "HOME" or name.startswith(passed):
             env[name] = value
     env.update({f"AWS_{k.removeprefix('aws_').upper()}": v for k, v in _credentials().items()})
     # As under `make run`: metric lines stay out of the console unless asked for.
