@@ -10,7 +10,7 @@ PORT ?= 8321
 SAM_VENV := $(VENV)/sam-cli
 SAM ?= $(shell command -v sam 2>/dev/null || echo $(SAM_VENV)/bin/sam)
 
-.PHONY: run test lint format bench build
+.PHONY: run invoke test lint format bench build
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The server prints its one-line banner (or one line saying what is wrong), not this command.
 run: $(STAMP)
-	PORT=$(PORT) $(PY) functions/local/server.py
+	@PORT=$(PORT) $(PY) functions/local/server.py
+
+# One event through one function of template.yaml, against the AWS endpoint of `make run` on
+# $(PORT) (or AWS_ENDPOINT_URL): make invoke EVENT=events/agents/get_agent.json
+# [FUNCTION=AgentsFunction] [BUILD_DIR=.aws-sam/build] [LAYER_DIR=...]
+invoke: $(STAMP)
+	@$(PY) functions/local/invoke.py --port $(PORT) $(if $(FUNCTION),--function $(FUNCTION)) \
+		$(if $(BUILD_DIR),--build-dir $(BUILD_DIR)) $(if $(LAYER_DIR),--layer-dir $(LAYER_DIR)) \
+		$(EVENT)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo

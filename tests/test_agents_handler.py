@@ -9,8 +9,13 @@ import pytest
 
 from .lambda_support import ROOT, LambdaContext, load_event, load_function
 
-EVENT_AGENT = "01937a2e-5f00-7000-8000-0000000000a1"
-EVENT_SESSION = "01937a2e-5f00-7000-8000-0000000000b1"
+EVENT_AGENT = "{{agent_id}}"
+EVENT_SESSION = "{{session_id}}"
+#: A turn and a step that exist nowhere (well-formed ids, so the answer is 404, not 400).
+NO_SUCH = {
+    "{{turn_id}}": "01937a2e-5f00-7000-8000-0000000000c1",
+    "{{step_id}}": "01937a2e-5f00-7000-8000-0000000000d1",
+}
 
 
 @pytest.fixture
@@ -36,7 +41,7 @@ def with_identity(event, **identity):
 def test_every_crud_event_through_the_handler(handler):
     status, body = invoke(handler, load_event("agents/create_agent.json"))
     assert status == 200
-    ids = {EVENT_AGENT: body["agent_id"]}
+    ids = {EVENT_AGENT: body["agent_id"], **NO_SUCH}
     status, body = invoke(handler, load_event("agents/create_session.json", ids))
     assert status == 200
     ids[EVENT_SESSION] = body["session_id"]
@@ -104,7 +109,7 @@ def test_tenants_are_isolated(handler):
     alice = {"principalId": "user-alice"}
     bob = {"principalId": "user-bob"}
     status, body = invoke(handler, with_identity(load_event("agents/create_agent.json"), **alice))
-    ids = {EVENT_AGENT: body["agent_id"]}
+    ids = {EVENT_AGENT: body["agent_id"], **NO_SUCH}
     status, body = invoke(
         handler, with_identity(load_event("agents/create_session.json", ids), **alice)
     )

@@ -43,14 +43,15 @@ from .turn_support import sse_events
 
 TABLE = "artifact-test"
 BUS = "artifact-test-turns"
-STREAMING = ("TurnsFunction", "ResumeFunction", "ResponsesFunction")
+# The functions the Lambda Web Adapter runs (run.sh): three streaming, the queue consumer not.
+STREAMING = ("TurnsFunction", "ResumeFunction", "ResumeQueueFunction", "ResponsesFunction")
 STARTUP_SECONDS = 60
 
-# The ids the events/ files carry, replaced by the ones the functions hand out.
-AGENT = "01937a2e-5f00-7000-8000-0000000000a1"
-SESSION = "01937a2e-5f00-7000-8000-0000000000b1"
-TURN = "01937a2e-5f00-7000-8000-0000000000c1"
-CALL = "01937a2e-5f00-7000-8000-0000000000e1"
+# The placeholders the events/ files carry, replaced by the ids the functions hand out.
+AGENT = "{{agent_id}}"
+SESSION = "{{session_id}}"
+TURN = "{{turn_id}}"
+CALL = "{{call_id}}"
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -385,7 +386,7 @@ def check_turns_resumed_over_http_and_from_the_queue(agents: BufferedFunction, u
     # Resumed from the queue: an SQS event on the Web Adapter's pass-through path.
     second = paused_turn()
     batch = load_event("resume/sqs_resume_batch.json", second)
-    answer = httpx.post(f"{urls['ResumeFunction']}/events", json=batch, timeout=30)
+    answer = httpx.post(f"{urls['ResumeQueueFunction']}/events", json=batch, timeout=30)
     assert answer.status_code == 200 and answer.json() == {"batchItemFailures": []}, answer.text
     turn = agents.invoke(load_event("agents/get_turn.json", second))
     assert turn["statusCode"] == 200, turn

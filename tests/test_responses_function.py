@@ -14,7 +14,7 @@ from .lambda_support import LambdaContext, load_event, load_function, record_dyn
 from .test_template import table_actions
 from .turn_support import sse_events
 
-EVENT_RESPONSE = "resp_01937a2e5f0070008000000000000f1"
+EVENT_RESPONSE = "{{response_id}}"
 
 
 def call(app, event, principal: str | None = None):

@@ -25,10 +25,10 @@ from .lambda_support import load_event
 from .turn_support import WEATHER_TOOL
 
 BUS = "turns-test"
-EVENT_AGENT = "01937a2e-5f00-7000-8000-0000000000a1"
-EVENT_SESSION = "01937a2e-5f00-7000-8000-0000000000b1"
-EVENT_TURN = "01937a2e-5f00-7000-8000-0000000000c1"
-EVENT_CALL = "01937a2e-5f00-7000-8000-0000000000e1"
+EVENT_AGENT = "{{agent_id}}"
+EVENT_SESSION = "{{session_id}}"
+EVENT_TURN = "{{turn_id}}"
+EVENT_CALL = "{{call_id}}"
 TENANT = "tenant-key-a"  # the tenant attribute of events/resume/sqs_resume_batch.json
 
 

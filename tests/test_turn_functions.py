@@ -14,10 +14,10 @@ from .lambda_support import LambdaContext, load_event, load_function, record_dyn
 from .test_template import table_actions
 from .turn_support import sse_events
 
-AGENT = "01937a2e-5f00-7000-8000-0000000000a1"
-SESSION = "01937a2e-5f00-7000-8000-0000000000b1"
-TURN = "01937a2e-5f00-7000-8000-0000000000c1"
-CALL = "01937a2e-5f00-7000-8000-0000000000e1"
+AGENT = "{{agent_id}}"
+SESSION = "{{session_id}}"
+TURN = "{{turn_id}}"
+CALL = "{{call_id}}"
 
 
 def invoke(app, event):
@@ -73,7 +73,7 @@ def test_turn_and_resume_events_drive_the_function_apps(dynamodb):
     assert final["event_type"] == "turn_complete"
     assert final["turn"]["output_message"]["content"] == "Tool result: 18C and sunny"
 
-    ids["01937a2e-5f00-7000-8000-0000000000d1"] = final["turn"]["steps"][-1]["step_id"]
+    ids["{{step_id}}"] = final["turn"]["steps"][-1]["step_id"]
     for name in ("get_turn", "get_step", "get_session", "delete_session", "delete_agent"):
         reply = agents.handler(load_event(f"agents/{name}.json", ids), LambdaContext())
         assert reply["statusCode"] in (200, 204), (name, reply)

@@ -1,43 +1,203 @@
 """Local entry point (`make run`): every function's routers in one ASGI app on 127.0.0.1:$PORT.
 
 AWS is whatever AWS_ENDPOINT_URL names (boto3 reads it natively); without it an embedded moto
-server stands in. The table, the resume queue (with its DLQ) and the event bus are created there
-if missing, and the resume queue is polled in-process by the worker the resume function runs.
-The routers, stores, engine and worker are the same code the Lambda functions run.
+server stands in, its data in memory (DATA_DIR keeps the table across restarts). The table, the
+resume queue (with its DLQ) and the event bus are created there if missing, and the resume queue
+is polled in-process by the worker the resume function runs. The routers, stores, engine and
+worker are the same code the Lambda functions run.
+
+Each problem a user can fix (a busy port, an unreachable AWS endpoint, missing credentials)
+ends the server with one line saying what is wrong and what to do, never a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import errno
+import json
+import logging
 import os
 import socket
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+#: The path `make invoke` (functions/local/invoke.py) asks for the AWS endpoint and names in use.
+LOCAL_AWS_PATH = "/local/aws"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+class StartupError(Exception):
+    """A problem the user can fix; its message is the one line the server prints before exiting."""
+
+
+def _bind(port: int) -> socket.socket:
+    """The listening socket, bound before anything else starts, so a busy port is the first and
+    only thing reported (and the banner is printed only once the port is ours)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise StartupError(
+                f"port {port} on 127.0.0.1 is already in use (another `make run`?): stop that"
+                f" server, or choose another port: PORT={port + 1} make run"
+            ) from None
+        raise StartupError(
+            f"cannot listen on 127.0.0.1:{port} ({err.strerror or err}): choose another port,"
+            " e.g. PORT=8321 make run"
+        ) from None
+    sock.listen(2048)
+    return sock
+
+
+def _check_reachable(endpoint: str) -> None:
+    """Fail fast and clearly when AWS_ENDPOINT_URL names nothing that listens (boto3 would
+    retry, then complain about credentials or connections in a long traceback)."""
+    parsed = urlparse(endpoint)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise StartupError(
+            f"AWS_ENDPOINT_URL={endpoint!r} is not an http(s) URL: set it to your AWS emulator's"
+            " address (e.g. http://127.0.0.1:5000), or unset it to use the embedded moto server"
+        )
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=3).close()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise StartupError(
+            f"AWS_ENDPOINT_URL {endpoint} is unreachable ({reason.lower()}): start the service"
+            " there (moto_server, LocalStack...), or unset AWS_ENDPOINT_URL to use the embedded"
+            " moto server"
+        ) from None
 
 
 def _start_embedded_moto() -> str:
-    import logging
-
     from moto.server import ThreadedMotoServer
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = _free_port()
-    ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False).start()
-    for name, value in (
-        ("AWS_ACCESS_KEY_ID", "local"),
-        ("AWS_SECRET_ACCESS_KEY", "local"),
-        ("AWS_SESSION_TOKEN", "local"),
-    ):
-        os.environ.setdefault(name, value)
+    # Werkzeug logs every request moto fails with a traceback; moto fails the actions it lacks
+    # (Bedrock's among them), and the caller already gets a clear error for those.
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    _, port = server.get_host_and_port()
+    # moto takes any credentials. Yours (AWS_PROFILE, AWS_ACCESS_KEY_ID) are kept, so a
+    # bedrock/ model can reach real Bedrock through AWS_ENDPOINT_URL_BEDROCK_RUNTIME.
+    if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+        os.environ["AWS_ACCESS_KEY_ID"] = "local"
+        os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
+        os.environ["AWS_SESSION_TOKEN"] = "local"
     return f"http://127.0.0.1:{port}"
 
 
+def _aws_failure(endpoint: str, err: Exception) -> StartupError:
+    from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+
+    if isinstance(err, NoCredentialsError | PartialCredentialsError):
+        return StartupError(
+            f"no AWS credentials for AWS_ENDPOINT_URL {endpoint}: set AWS_ACCESS_KEY_ID and"
+            " AWS_SECRET_ACCESS_KEY (any values work for moto or LocalStack) or AWS_PROFILE"
+        )
+    code = (getattr(err, "response", None) or {}).get("Error", {}).get("Code", "")
+    if code.isdigit():  # no AWS error document: something else answers there
+        what = f"answered HTTP {code} with no AWS reply"
+    else:
+        first_line = (str(err).strip() or type(err).__name__).splitlines()[0][:200]
+        what = f"failed {getattr(err, 'operation_name', 'a call')} ({first_line})"
+    return StartupError(
+        f"the AWS endpoint {endpoint} {what}: check that AWS_ENDPOINT_URL names an"
+        " AWS-compatible service (moto, LocalStack) or AWS itself"
+    )
+
+
+def _bedrock_note(embedded: bool) -> str:
+    """Where bedrock/ models go: the embedded moto server has no Bedrock."""
+    bedrock_endpoint = os.environ.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
+    if bedrock_endpoint:
+        return f"bedrock/<id> on Bedrock at {bedrock_endpoint}"
+    if embedded:
+        return (
+            "bedrock/<id> needs real AWS (the embedded moto server has no Bedrock: set"
+            " AWS_ENDPOINT_URL_BEDROCK_RUNTIME and your AWS credentials)"
+        )
+    return "bedrock/<id> on Bedrock at AWS_ENDPOINT_URL"
+
+
+class TableSnapshot:
+    """The table's items in DATA_DIR/<table>.jsonl: restored at start, saved at shutdown.
+
+    Items go through DynamoDB's own API both ways (Scan, BatchWriteItem), exactly as stored;
+    the indexes rebuild from them. Queue messages and bus rules are not kept."""
+
+    def __init__(self, client: Any, table: str, data_dir: str) -> None:
+        self.client, self.table = client, table
+        self.path = Path(data_dir) / f"{table}.jsonl"
+
+    def restore(self) -> int:
+        if not self.path.exists():
+            return 0
+        items = [_decode(json.loads(line)) for line in self.path.read_text().splitlines() if line]
+        for start in range(0, len(items), 25):
+            requests = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+            pending = {self.table: requests}
+            for _ in range(10):  # unprocessed items are retried a bounded number of times
+                pending = self.client.batch_write_item(RequestItems=pending)["UnprocessedItems"]
+                if not pending:
+                    break
+        return len(items)
+
+    def save(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_suffix(".jsonl.partial")
+        count = 0
+        with partial.open("w") as out:
+            for page in self.client.get_paginator("scan").paginate(TableName=self.table):
+                for item in page["Items"]:
+                    out.write(json.dumps(_encode(item)) + "\n")
+                    count += 1
+        partial.replace(self.path)
+        return count
+
+
+def _encode(value: Any) -> Any:
+    """A DynamoDB attribute value as JSON (binary as base64)."""
+    if isinstance(value, dict):
+        return {k: _encode_binary(k, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _encode_binary(kind: str, value: Any) -> Any:
+    if kind == "B":
+        return base64.b64encode(bytes(value)).decode()
+    if kind == "BS":
+        return [base64.b64encode(bytes(v)).decode() for v in value]
+    return _encode(value)
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _decode_binary(k, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _decode_binary(kind: str, value: Any) -> Any:
+    if kind == "B":
+        return base64.b64decode(value)
+    if kind == "BS":
+        return [base64.b64decode(v) for v in value]
+    return _decode(value)
+
+
 def build_local_app():
-    """(app, services, description): every router over the configured (or embedded) AWS."""
+    """(app, services, description): every router over the configured (or embedded) AWS.
+    Raises StartupError for what the user can fix."""
     from contextlib import asynccontextmanager
 
     from agents_core import aws
@@ -54,51 +214,115 @@ def build_local_app():
     from agents_core.web.app import create_app
     from agents_core.web.responses import router as responses_router
     from agents_core.web.turns import resume_router, turns_router
+    from botocore.exceptions import BotoCoreError, ClientError
+    from fastapi import APIRouter
 
-    os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
+    region = os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    where = "given by AWS_ENDPOINT_URL"
-    if not endpoint:
+    data_dir = os.environ.get("DATA_DIR")
+    embedded = not endpoint
+    if endpoint:
+        if data_dir:
+            raise StartupError(
+                f"DATA_DIR keeps the embedded moto server's data, but AWS_ENDPOINT_URL {endpoint}"
+                " keeps its own: unset one of them"
+            )
+        _check_reachable(endpoint)
+        where = "given by AWS_ENDPOINT_URL"
+    else:
         endpoint = os.environ["AWS_ENDPOINT_URL"] = _start_embedded_moto()
         where = "embedded moto server"
 
     settings = Settings.from_env()
-    client = aws.client("dynamodb")
-    create_table_if_missing(client, settings.table_name)
-    sqs = aws.client("sqs", read_timeout=10)
-    queue_url = ensure_resume_queue(sqs, settings.resume_queue_name)
-    ensure_event_bus(aws.client("events"), settings.event_bus_name)
+    try:
+        # One call first, not retried: a wrong endpoint or missing credentials fail here, once
+        # (10 s: LocalStack starts its DynamoDB on the first call).
+        aws.client("dynamodb", read_timeout=10, attempts=1).list_tables(Limit=1)
+        client = aws.client("dynamodb")
+        create_table_if_missing(client, settings.table_name)
+        sqs = aws.client("sqs", read_timeout=10)
+        queue_url = ensure_resume_queue(sqs, settings.resume_queue_name)
+        ensure_event_bus(aws.client("events"), settings.event_bus_name)
+    except (BotoCoreError, ClientError) as err:
+        raise _aws_failure(endpoint, err) from None
     services = build_services(settings, client)
 
+    snapshot = TableSnapshot(client, settings.table_name, data_dir) if data_dir else None
+    if snapshot:
+        restored = snapshot.restore()
+        data = f"data in {snapshot.path} ({restored} items restored; saved when it stops)"
+    elif embedded:
+        data = "data in memory, lost when it stops (DATA_DIR=<dir> keeps it)"
+    else:
+        data = "data in that endpoint"
+
     @asynccontextmanager
-    async def poll_resume_queue(_app):
+    async def lifespan(_app):
         poller = asyncio.create_task(poll_forever(sqs, queue_url, ResumeQueueWorker(services)))
         yield
         poller.cancel()
+        if snapshot:
+            saved = await asyncio.to_thread(snapshot.save)
+            print(f"saved {saved} items to {snapshot.path}", flush=True)
+
+    local = APIRouter()
+
+    @local.get(LOCAL_AWS_PATH, include_in_schema=False)
+    def local_aws() -> dict[str, str]:
+        """Where this server keeps its data, for `make invoke` to run functions against."""
+        return {
+            "endpoint_url": endpoint,
+            "region": region,
+            "table_name": settings.table_name,
+            "resume_queue_url": queue_url,
+            "event_bus_name": settings.event_bus_name,
+        }
 
     app = create_app(
         agents_router,
         turns_router,
         resume_router,
         responses_router,
+        local,
         services=services,
-        lifespan=poll_resume_queue,
+        lifespan=lifespan,
     )
     description = (
         f"AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
         f" | queue {settings.resume_queue_name} (polled here) | bus {settings.event_bus_name}"
-        f" | {services.models.describe()}"
+        f" | {data} | {services.models.describe()}, {_bedrock_note(embedded)}"
     )
     return app, services, description
 
 
+def _port() -> int:
+    value = os.environ.get("PORT", "8321")
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise StartupError(f"PORT={value!r} is not a port number: e.g. PORT=8321 make run")
+    return int(value)
+
+
 def main() -> None:
+    # Metrics are CloudWatch lines for Lambda's logs; in a terminal they are noise unless asked
+    # for (POWERTOOLS_METRICS_DISABLED=false make run).
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    try:
+        port = _port()
+        sock = _bind(port)
+        app, _, description = build_local_app()
+    except StartupError as err:
+        print(f"serverless-agents: {err}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
     import uvicorn
 
-    app, _, description = build_local_app()
-    port = int(os.environ.get("PORT", "8321"))
     print(f"serverless-agents serving http://127.0.0.1:{port} | {description}", flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    try:
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
+        sys.exit(130)
 
 
 if __name__ == "__main__":

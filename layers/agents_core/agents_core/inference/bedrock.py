@@ -120,7 +120,7 @@ class BedrockProvider:
         except (ReadTimeoutError, ConnectTimeoutError) as err:
             raise UpstreamTimeout(f"Bedrock model {model} timed out") from err
         except ClientError as err:
-            raise UpstreamFailed(f"Bedrock model {model}: {err}") from err
+            raise UpstreamFailed(_client_error(model, err)) from err
         except (BotoCoreError, ValueError, KeyError) as err:
             raise UpstreamFailed(f"Bedrock model {model} sent a malformed reply: {err}") from err
 
@@ -234,3 +234,16 @@ def _usage(usage: dict[str, Any] | None) -> Usage | None:
     if not usage:
         return None
     return Usage(usage.get("inputTokens", 0), usage.get("outputTokens", 0))
+
+
+def _client_error(model: str, err: Any) -> str:
+    """Bedrock's own errors say what went wrong; an endpoint that does not serve Bedrock at all
+    (moto under `make run`, an emulator) answers an HTML page botocore cannot read as one."""
+    code = err.response.get("Error", {}).get("Code", "")
+    if code.isdigit():
+        return (
+            f"Bedrock model {model}: the AWS endpoint answered HTTP {code} with no Bedrock reply;"
+            " it does not serve Bedrock (the embedded moto server of `make run` has none):"
+            " bedrock/ models need real AWS (AWS_ENDPOINT_URL_BEDROCK_RUNTIME)"
+        )
+    return f"Bedrock model {model}: {err}"

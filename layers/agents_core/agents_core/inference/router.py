@@ -33,10 +33,10 @@ class ModelRouter:
         self._providers: dict[str, Provider] = {}
 
     def describe(self) -> str:
-        bedrock = "bedrock/<id> on Bedrock"
+        """Where model ids go (bedrock/ ids aside: their endpoint is the AWS one)."""
         if self.settings.openai_base_url:
-            return f"models: OpenAI-compatible at {self.settings.openai_base_url}, {bedrock}"
-        return f"models: built-in offline model (set OPENAI_BASE_URL for a real one), {bedrock}"
+            return f"models: OpenAI-compatible at {self.settings.openai_base_url}"
+        return "models: built-in offline model (set OPENAI_BASE_URL for a real one)"
 
     def prepare(self) -> None:
         """Create the provider most models go to now, so that its imports and HTTP client are
