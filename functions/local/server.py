@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import errno
 import json
 import logging
@@ -260,7 +261,9 @@ def build_local_app():
     async def lifespan(_app):
         poller = asyncio.create_task(poll_forever(sqs, queue_url, ResumeQueueWorker(services)))
         yield
-        poller.cancel()
+        poller.cancel()  # and wait for it, so it makes no call once the server's threads are gone
+        with contextlib.suppress(asyncio.CancelledError):
+            await poller
         if snapshot:
             saved = await asyncio.to_thread(snapshot.save)
             print(f"saved {saved} items to {snapshot.path}", flush=True)
