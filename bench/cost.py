@@ -30,7 +30,6 @@ import pickle
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from peers import free_port, moto_and_model, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,24 +110,6 @@ signal.signal(signal.SIGUSR1, dump)
 uvicorn.run(app.app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
             access_log=False, timeout_keep_alive=300)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen) -> None:
-    for _ in range(300):
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
 class FunctionProcess:
@@ -339,55 +322,39 @@ def main() -> None:
     import boto3
 
     work = Path(tempfile.mkdtemp(prefix="cost-bench-"))
-    moto_port = free_port()
-    moto = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-p", str(moto_port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    model = subprocess.Popen(
-        [sys.executable, "-m", "tests.peers.openai_server"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    model_url = model.stdout.readline().strip()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OPENAI_"))},
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{moto_port}",
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "TABLE_NAME": "cost-bench",
-        "EVENT_BUS_NAME": "cost-bench",
-        "OPENAI_BASE_URL": model_url,
-        "POWERTOOLS_SERVICE_NAME": "serverless-agents",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-        "PYTHONUNBUFFERED": "1",
-    }
     functions: dict[str, FunctionProcess] = {}
-    try:
-        wait_for_port(moto_port, moto)
-        session = boto3.Session(
-            aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
-        )
-        endpoint = env["AWS_ENDPOINT_URL"]
-        dynamodb = session.client("dynamodb", endpoint_url=endpoint)
-        from agents_core.lifecycle import ensure_event_bus
-        from agents_core.store.table import create_table_if_missing
+    with moto_and_model() as (endpoint, model_url):
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OPENAI_"))},
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "TABLE_NAME": "cost-bench",
+            "EVENT_BUS_NAME": "cost-bench",
+            "OPENAI_BASE_URL": model_url,
+            "POWERTOOLS_SERVICE_NAME": "serverless-agents",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+            "PYTHONUNBUFFERED": "1",
+        }
+        try:
+            session = boto3.Session(
+                aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
+            )
+            dynamodb = session.client("dynamodb", endpoint_url=endpoint)
+            from agents_core.lifecycle import ensure_event_bus
+            from agents_core.store.schema import create_table_if_missing
 
-        create_table_if_missing(dynamodb, env["TABLE_NAME"])
-        ensure_event_bus(session.client("events", endpoint_url=endpoint), env["EVENT_BUS_NAME"])
-        for name in ("agents", "turns", "responses"):
-            functions[name] = FunctionProcess(name, env, work)
-        turns, responses, crud = measure(args, functions, model_url, dynamodb, env["TABLE_NAME"])
-        report(args, turns, responses, crud)
-    finally:
-        for function in functions.values():
-            function.stop()
-        moto.terminate()
-        model.terminate()
-        shutil.rmtree(work, ignore_errors=True)
+            create_table_if_missing(dynamodb, env["TABLE_NAME"])
+            ensure_event_bus(session.client("events", endpoint_url=endpoint), env["EVENT_BUS_NAME"])
+            for name in ("agents", "turns", "responses"):
+                functions[name] = FunctionProcess(name, env, work)
+            tables = measure(args, functions, model_url, dynamodb, env["TABLE_NAME"])
+            report(args, *tables)
+        finally:
+            for function in functions.values():
+                function.stop()
+            shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass

@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
+
+from peers import free_port, moto_and_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,51 +59,22 @@ def round_trips(calls: list[tuple[str, float, float]]) -> int:
     return trips
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--turns", type=int, default=100)
     args = parser.parse_args()
 
-    # DynamoDB (a moto server) and the model run in processes of their own, as AWS and a model
-    # server would: they do not share this process's interpreter lock with the API server.
-    moto_port = free_port()
-    moto = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-p", str(moto_port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    model = subprocess.Popen(
-        [sys.executable, "-m", "tests.peers.openai_server"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    os.environ.update(
-        OPENAI_BASE_URL=model.stdout.readline().strip(),
-        POWERTOOLS_METRICS_DISABLED="true",
-        AWS_ENDPOINT_URL=f"http://127.0.0.1:{moto_port}",
-        AWS_ACCESS_KEY_ID="bench",
-        AWS_SECRET_ACCESS_KEY="bench",
-        AWS_DEFAULT_REGION="us-east-1",
-    )
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", moto_port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    try:
-        run(args, ModelJournal(os.environ["OPENAI_BASE_URL"]))
-    finally:
-        moto.terminate()
-        model.terminate()
+    with moto_and_model() as (aws_endpoint, model_url):
+        os.environ.update(
+            OPENAI_BASE_URL=model_url,
+            POWERTOOLS_METRICS_DISABLED="true",
+            AWS_ENDPOINT_URL=aws_endpoint,
+            AWS_ACCESS_KEY_ID="bench",
+            AWS_SECRET_ACCESS_KEY="bench",
+            AWS_DEFAULT_REGION="us-east-1",
+        )
+        run(args, ModelJournal(model_url))
 
 
 class ModelJournal:

@@ -155,7 +155,33 @@ def build(out: Path, target: Target = LAMBDA) -> Path:
     shutil.rmtree(site, ignore_errors=True)
     shutil.copytree(dependencies, site)
     shutil.copytree(PACKAGE, site / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
+    if target is LAMBDA:
+        _compile(site, f"python{target.python_version}")
     return site
+
+
+def _compile(site: Path, python: str) -> None:
+    """Ship bytecode when the target's interpreter is at hand: /opt/python is read-only, so a
+    layer without it compiles every module it imports at each cold start (about 0.5 s of CPU
+    for the turns function). Hash-checked `.pyc` files do not depend on the zip's mtimes."""
+    interpreter = shutil.which(python)
+    if interpreter is None:
+        print(f"no {python} on PATH: the layer ships no bytecode", file=sys.stderr)
+        return
+    subprocess.run(
+        [
+            interpreter,
+            "-m",
+            "compileall",
+            "-q",
+            "-j",
+            "0",
+            "--invalidation-mode",
+            "unchecked-hash",
+            str(site),
+        ],
+        check=True,
+    )
 
 
 def sizes(site: Path) -> dict[str, int]:

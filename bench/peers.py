@@ -1,0 +1,61 @@
+"""The peers the benchmarks run beside the service: a moto server standing in for AWS and the
+scripted OpenAI-compatible model (tests/peers/openai_server.py), each in a process of its own, as
+AWS and a model server would be: they share no interpreter lock with what is measured.
+
+    with moto_and_model() as (aws_endpoint, model_url):
+        ...
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen) -> None:
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+@contextmanager
+def moto_and_model() -> Iterator[tuple[str, str]]:
+    """(the moto server's endpoint, the model's base URL), both up; stopped on exit."""
+    moto_port = free_port()
+    moto = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-p", str(moto_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    model = subprocess.Popen(
+        [sys.executable, "-m", "tests.peers.openai_server"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        model_url = model.stdout.readline().strip()
+        wait_for_port(moto_port, moto)
+        yield f"http://127.0.0.1:{moto_port}", model_url
+    finally:
+        moto.terminate()
+        model.terminate()
