@@ -165,8 +165,11 @@ def _compile(site: Path, python: str) -> None:
     layer without it compiles every module it imports at each cold start (about 0.5 s of CPU
     for the turns function). Hash-checked `.pyc` files do not depend on the zip's mtimes."""
     interpreter = shutil.which(python)
-    if interpreter is None:
-        print(f"no {python} on PATH: the layer ships no bytecode", file=sys.stderr)
+    works = interpreter is not None and (
+        subprocess.run([interpreter, "-c", ""], capture_output=True).returncode == 0
+    )  # a pyenv shim is on PATH even when its version is not installed
+    if not works:
+        print(f"no working {python} on PATH: the layer ships no bytecode", file=sys.stderr)
         return
     subprocess.run(
         [
