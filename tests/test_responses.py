@@ -7,6 +7,8 @@ import json
 import httpx
 import openai
 import pytest
+from agents_core.api.responses import MAX_MODEL_ID_LENGTH
+from agents_core.store import keys
 
 from .local_server import running_server
 
@@ -227,6 +229,28 @@ def test_bad_list_parameters_are_400(client, base, params):
     assert httpx.get(f"{base}/v1/openai/v1/responses", params=params).status_code == 400
     url = f"{base}/v1/openai/v1/responses/{response.id}/input_items"
     assert httpx.get(url, params=params).status_code == 400
+
+
+def test_values_that_end_up_in_keys_are_bounded_before_any_work(base, model):
+    """A model id and a response id become parts of DynamoDB keys (2,048 bytes at most): too
+    long is a 400 before the model runs, and nothing is stored."""
+    model.reset()
+    url = f"{base}/v1/openai/v1/responses"
+    long_model = {"model": "m" * (MAX_MODEL_ID_LENGTH + 1), "input": "x"}
+    assert httpx.post(url, json=long_model).status_code == 400
+    forged = {"model": "m", "input": "x", "previous_response_id": "resp#x" * 500}
+    assert httpx.post(url, json=forged).status_code == 400
+    assert model.requests == []
+    assert httpx.get(url, params={"model": long_model["model"]}).status_code == 400
+    assert httpx.get(url, params={"after": "r" * 3000}).status_code == 400
+    assert not any(r["model"].startswith("mmmm") for r in httpx.get(url).json()["data"])
+
+
+def test_the_longest_model_id_allowed_fits_a_key_for_a_long_tenant():
+    """moto does not enforce DynamoDB's key size; the bound is checked here: the by-model index
+    key of a 512-character tenant and a model id of the longest, in 4-byte characters."""
+    key = keys.responses_by_model_gsi2pk("t" * 512, "\U0001f600" * MAX_MODEL_ID_LENGTH)
+    assert len(key.encode()) <= 2048
 
 
 def test_text_format_reaches_the_model(client, model):

@@ -12,6 +12,9 @@ from pydantic import Discriminator, Field, Tag
 
 from .common import ApiModel
 
+#: Model ids are keys of the by-model index; the longest Bedrock inference-profile ARNs are ~150.
+MAX_MODEL_ID_LENGTH = 256
+
 # --- message content -----------------------------------------------------------------------
 
 
@@ -304,9 +307,11 @@ class OpenAIDeleteResponseObject(ApiModel):
 
 class CreateOpenaiResponseRequest(ApiModel):
     input: str | list[OpenAIResponseInput]
-    model: str = Field(min_length=1)
+    # Both end up in DynamoDB keys (partition keys hold at most 2,048 bytes): bounded here,
+    # so an oversized value is a 400 before any work, never a failed write after the model ran.
+    model: str = Field(min_length=1, max_length=MAX_MODEL_ID_LENGTH)
     instructions: str | None = None
-    previous_response_id: str | None = None
+    previous_response_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,128}$")
     store: bool | None = True
     stream: bool | None = False
     temperature: float | None = Field(default=None, ge=0, le=2)

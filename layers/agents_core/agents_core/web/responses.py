@@ -8,6 +8,7 @@ from fastapi import APIRouter, Path, Query, Response
 
 from ..api.common import Order
 from ..api.responses import (
+    MAX_MODEL_ID_LENGTH,
     CreateOpenaiResponseRequest,
     ListOpenAIResponseInputItem,
     ListOpenAIResponseObject,
@@ -39,9 +40,9 @@ def _frame(event: Any) -> str:
 def list_responses(
     tenant: Tenant,
     svc: Svc,
-    after: str | None = None,
+    after: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    model: str | None = None,
+    model: Annotated[str | None, Query(max_length=MAX_MODEL_ID_LENGTH)] = None,
     order: Order = Order.desc,
 ) -> Response:
     data, has_more = svc.responses.list(
