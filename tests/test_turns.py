@@ -652,3 +652,27 @@ def test_a_turn_that_lost_its_session_says_so_and_stores_nothing(api, model, dyn
     stored = api.get(f"{url}/{error['turn_id']}").json()  # as the taker recorded it: failed
     assert stored["input_messages"][0]["content"] == "slow"
     assert stored["output_message"]["content"] != "too late"
+
+
+def test_an_agent_delete_refused_because_a_turn_runs_changes_nothing(api, services, dynamodb):
+    """409, and the agent, its idle session (deleted first before) and the busy one all stay as
+    they were: readable, listed, and taking turns."""
+    agent_id, idle = new_session(api)
+    busy = api.post(f"/v1/agents/{agent_id}/session", json={"session_name": "busy"}).json()
+    busy_id = busy["session_id"]
+    services.turns.lock_session("default", agent_id, _running_turn("turn-running", busy_id))
+
+    def table():
+        items = dynamodb.scan(TableName=TABLE)["Items"]
+        return sorted(json.dumps(i, sort_keys=True) for i in items)
+
+    before = table()
+    resp = api.delete(f"/v1/agents/{agent_id}")
+    assert resp.status_code == 409 and "running" in resp.json()["detail"]
+    assert table() == before
+    assert api.get(f"/v1/agents/{agent_id}").status_code == 200
+    assert agent_id in [a["agent_id"] for a in api.get("/v1/agents").json()["data"]]
+    listed = api.get(f"/v1/agents/{agent_id}/sessions").json()["data"]
+    assert {s["session_id"] for s in listed} == {idle, busy_id}
+    turn = api.post(turn_url(agent_id, idle), json={"messages": [user("still here?")]})
+    assert turn.status_code == 200

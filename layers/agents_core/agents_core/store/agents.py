@@ -93,26 +93,51 @@ class AgentStore:
         return [parse_body(Agent, item) for item in items], has_more
 
     def delete_agent(self, tenant: str, agent_id: str) -> None:
-        """Mark the agent deleting (no new sessions), delete its sessions, then the agent."""
-        pk = keys.agent_pk(tenant, agent_id)
-        marked = self._t.update_if(
-            key(pk, keys.AGENT), "SET deleting = :t", "attribute_exists(PK)", {":t": {"BOOL": True}}
-        )
-        if not marked:
-            raise NotFound(f"Agent {agent_id} not found")
-        for ref in self._t.query_all(
-            {
-                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
-                "ExpressionAttributeValues": {
-                    ":pk": {"S": pk},
-                    ":s": {"S": keys.SESSION_REF_PREFIX},
-                },
-                "ProjectionExpression": "SK",
-            }
-        ):
-            session_id = keys.session_id_of_ref(ref["SK"]["S"])
-            self._delete_session_items(tenant, agent_id, session_id)
-        self._t.client.delete_item(TableName=self._t.name, Key=key(pk, keys.AGENT))
+        """All or nothing: mark the agent deleting (no new sessions) and each of its sessions
+        (no turn may start); a session with a running turn refuses (409) and every mark made
+        here is taken back. Then the sessions' items go, and the agent last, so a delete cut
+        short is finished by retrying it."""
+        pk = key(keys.agent_pk(tenant, agent_id), keys.AGENT)
+        try:
+            old = self._t.client.update_item(
+                TableName=self._t.name,
+                Key=pk,
+                UpdateExpression="SET deleting = :t",
+                ConditionExpression="attribute_exists(PK)",
+                ExpressionAttributeValues={":t": {"BOOL": True}},
+                ReturnValues="UPDATED_OLD",
+            ).get("Attributes", {})
+        except ClientError as err:
+            if condition_failed(err):
+                raise NotFound(f"Agent {agent_id} not found") from err
+            raise
+        session_ids = [
+            keys.session_id_of_ref(ref["SK"]["S"])
+            for ref in self._t.query_all(
+                {
+                    "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
+                    "ExpressionAttributeValues": {
+                        ":pk": pk["PK"],
+                        ":s": {"S": keys.SESSION_REF_PREFIX},
+                    },
+                    "ProjectionExpression": "SK",
+                }
+            )
+        ]
+        newly_marked: list[str] = []
+        try:
+            for session_id in session_ids:
+                if self._mark_session_deleting(tenant, session_id):
+                    newly_marked.append(session_id)
+        except Conflict:
+            for session_id in newly_marked:
+                self._unmark(key(keys.session_pk(tenant, session_id), keys.SESSION))
+            if "deleting" not in old:
+                self._unmark(pk)
+            raise
+        for session_id in session_ids:
+            self._remove_session_items(tenant, agent_id, session_id)
+        self._t.client.delete_item(TableName=self._t.name, Key=pk)
 
     # --- sessions --------------------------------------------------------------------------
 
@@ -211,18 +236,17 @@ class AgentStore:
         head = self._t.get(keys.session_pk(tenant, session_id), keys.SESSION)
         if head is None or head["agent_id"]["S"] != agent_id:
             raise NotFound(f"Session {session_id} not found")
-        self._delete_session_items(tenant, agent_id, session_id)
+        self._mark_session_deleting(tenant, session_id)
+        self._remove_session_items(tenant, agent_id, session_id)
 
-    def _delete_session_items(self, tenant: str, agent_id: str, session_id: str) -> None:
-        """Mark the session deleting (no turn may start or resume; refused while a turn is
-        running, which would write after the delete), then turns and steps, then the session
-        and its entry under the agent."""
-        pk = keys.session_pk(tenant, session_id)
-        now = str(int(time.time()))
+    def _mark_session_deleting(self, tenant: str, session_id: str) -> bool:
+        """Mark the session deleting: no turn may start or resume. Refused (Conflict) while a
+        turn is running, which would write after the delete. True when this call marked it;
+        False when it was marked already or is gone (a delete cut short)."""
         try:
-            self._t.client.update_item(
+            old = self._t.client.update_item(
                 TableName=self._t.name,
-                Key=key(pk, keys.SESSION),
+                Key=key(keys.session_pk(tenant, session_id), keys.SESSION),
                 UpdateExpression="SET deleting = :t",
                 ConditionExpression=(
                     "attribute_exists(PK) AND NOT (active_state = :run AND lease_until > :now)"
@@ -230,10 +254,11 @@ class AgentStore:
                 ExpressionAttributeValues={
                     ":t": {"BOOL": True},
                     ":run": {"S": RUNNING},
-                    ":now": {"N": now},
+                    ":now": {"N": str(int(time.time()))},
                 },
+                ReturnValues="UPDATED_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            ).get("Attributes", {})
         except ClientError as err:
             if not condition_failed(err):
                 raise
@@ -241,7 +266,16 @@ class AgentStore:
                 raise Conflict(
                     f"Session {session_id} has a turn running; delete it when the turn ends"
                 ) from err
-            # Already gone (a delete cut short): finish removing what is left.
+            return False
+        return "deleting" not in old
+
+    def _unmark(self, item_key: dict[str, Any]) -> None:
+        self._t.update_if(item_key, "REMOVE deleting", "attribute_exists(PK)", {})
+
+    def _remove_session_items(self, tenant: str, agent_id: str, session_id: str) -> None:
+        """The turns and steps of a session marked deleting, then the session and its entry
+        under the agent."""
+        pk = keys.session_pk(tenant, session_id)
         children = self._t.query_all(
             {
                 "KeyConditionExpression": "PK = :pk",

@@ -64,7 +64,7 @@ class Table:
                 Key=item_key,
                 UpdateExpression=update,
                 ConditionExpression=condition,
-                ExpressionAttributeValues=values,
+                **({"ExpressionAttributeValues": values} if values else {}),  # none: not even {}
             )
         except ClientError as err:
             if not condition_failed(err):
