@@ -263,6 +263,9 @@ def test_text_format_reaches_the_model(client, model):
     )
     assert json.loads(response.output_text) == {"answer": "yes"}
     assert model.requests[-1]["response_format"]["json_schema"]["schema"] == schema
+    # The response object says `schema`, as the SDK reads it, created and retrieved alike.
+    for seen in (response, client.responses.retrieve(response.id)):
+        assert seen.text.format.schema_ == schema  # the SDK's name for the `schema` field
     client.responses.create(model="m", input="any json", text={"format": {"type": "json_object"}})
     assert model.requests[-1]["response_format"] == {"type": "json_object"}
 

@@ -244,7 +244,8 @@ class OpenAIResponseTextFormat(ApiModel):
     description: str | None = None
     strict: bool | None = None
 
-    model_config = ApiModel.model_config | {"populate_by_name": True}
+    # `schema` on the wire both ways (an SDK reads `schema`); `schema_` accepted from old records.
+    model_config = ApiModel.model_config | {"populate_by_name": True, "serialize_by_alias": True}
 
 
 class OpenAIResponseText(ApiModel):
