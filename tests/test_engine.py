@@ -925,3 +925,76 @@ def test_the_same_model_replies_read_the_same_through_both_faces():
     assert turn_sent[1:] == chain_sent
     assert json.loads(chain_sent[1]["tool_calls"][0]["arguments"]) == {"city": "Paris"}
     assert world.model.replies == scripted.replies == []
+
+
+# --- the server's limits ----------------------------------------------------------------------
+
+
+def pause_for(seconds: float):
+    """A happening: the model keeps the call open (keep-alive comments, a slow trickle)."""
+
+    async def wait() -> None:
+        await asyncio.sleep(seconds)
+
+    return wait
+
+
+def test_a_model_call_that_never_finishes_fails_the_turn_at_its_deadline_and_frees_the_session():
+    world = agents([model.TextDelta("Half an ans"), pause_for(30)], says("Fine."))
+    world.engine.limits = L.Limits(call_seconds=0.05)
+
+    async def scenario():
+        items = await chunks(await world.start("First", stream=True))
+        return items, await world.read(items[-1].ids["turn_id"]), await world.ask("Second")
+
+    items, stored, second = asyncio.run(scenario())
+    failed = items[-1]
+    assert kinds(items)[-1] == "error 504"
+    assert "ran out of time (a model call may take 0.05 s)" in failed.message
+    assert stored.state.status == FAILED
+    assert second.output_message.content == "Fine."
+
+
+def test_the_run_deadline_bounds_a_turn_of_many_model_calls():
+    slow_call = [pause_for(0.04), *calls(("call-1", "launch_rockets", "{}"))]
+    world = agents(*(copy.deepcopy(slow_call) for _ in range(10)), max_infer_iters=10)
+    world.engine.limits = L.Limits(run_seconds=0.1, call_seconds=10)
+
+    async def scenario():
+        return await chunks(await world.start("Launch!", stream=True))
+
+    items = asyncio.run(scenario())
+    assert kinds(items)[-1] == "error 504"
+    assert "a run may take 0.1 s" in items[-1].message
+    assert 2 <= len(world.model.calls) < 10
+
+
+def test_the_servers_limits_cap_what_a_request_asks_and_end_the_turn():
+    rockets = calls(("call-1", "launch_rockets", "{}"))
+    world = agents(*(copy.deepcopy(rockets) for _ in range(5)), max_infer_iters=1_000_000_000)
+    world.engine.limits = L.Limits(max_iterations=2)
+    stored = asyncio.run(world.read(asyncio.run(world.ask("Launch!")).turn_id))
+    assert len(world.model.calls) == 2 and stored.state.iterations == 2
+    assert stored.turn.output_message.stop_reason == "out_of_tokens"
+
+    two_calls = calls(("call-1", "launch_rockets", "{}"), ("call-2", "launch_rockets", "{}"))
+    world = agents(two_calls)
+    world.engine.limits = L.Limits(max_tool_calls=1)
+    stored = asyncio.run(world.read(asyncio.run(world.ask("Launch twice!")).turn_id))
+    assert len(world.model.calls) == 1 and stored.state.tool_calls == 2
+    assert stored.state.status == COMPLETED
+    assert [s.step_type for s in stored.turn.steps] == ["inference"]  # neither call was run
+
+
+def test_a_limit_that_ends_a_response_is_named_in_incomplete_details():
+    engine, _, _ = responses(calls(("c1", "a", "{}"), ("c2", "b", "{}")))
+    engine.limits = L.Limits(max_tool_calls=1)
+    response = asyncio.run(
+        respond(engine, input="Call both", tools=[_function_tool("a"), _function_tool("b")])
+    )
+    assert response.status == "incomplete"
+    assert response.incomplete_details == {"reason": "max_tool_calls"}
+
+
+def _function_tool(name: str) -> dict[str, Any]:
+    return {"type": "function", "name": name, "parameters": {"type": "object", "properties": {}}}

@@ -23,6 +23,7 @@ class TurnState:
 
     status: str
     iterations: int = 0  # model calls made so far, across pauses
+    tool_calls: int = 0  # calls the model made so far, across pauses
     pending_calls: list[ToolCall] = field(default_factory=list)  # awaiting the client
     error: str | None = None
 

@@ -24,6 +24,13 @@ class Settings:
     openai_api_key_secret_id: str | None = None
     #: How long a model may take to answer (connect and between streamed chunks).
     inference_timeout_seconds: float = 60.0
+    #: Server-side bounds on one turn or response, whatever the request asks: model calls
+    #: (`max_infer_iters` is capped to it), tool calls, one model call's time, and the time of a
+    #: run in one invocation (below the streaming functions' 900 s timeout).
+    max_iterations: int = 25
+    max_tool_calls: int = 100
+    model_call_timeout_seconds: float = 300.0
+    run_timeout_seconds: float = 840.0
     #: How long a running turn holds its session; longer than the turns function's timeout.
     turn_lease_seconds: int = 60
     #: The queue of resume messages (AgentTurnResumeRequest JSON) and the turn lifecycle bus.
@@ -44,6 +51,14 @@ class Settings:
             openai_api_key_secret_id=os.environ.get("OPENAI_API_KEY_SECRET_ID") or None,
             inference_timeout_seconds=float(
                 os.environ.get("INFERENCE_TIMEOUT_SECONDS", cls.inference_timeout_seconds)
+            ),
+            max_iterations=int(os.environ.get("MAX_ITERATIONS", cls.max_iterations)),
+            max_tool_calls=int(os.environ.get("MAX_TOOL_CALLS", cls.max_tool_calls)),
+            model_call_timeout_seconds=float(
+                os.environ.get("MODEL_CALL_TIMEOUT_SECONDS", cls.model_call_timeout_seconds)
+            ),
+            run_timeout_seconds=float(
+                os.environ.get("RUN_TIMEOUT_SECONDS", cls.run_timeout_seconds)
             ),
             turn_lease_seconds=int(os.environ.get("TURN_LEASE_SECONDS", cls.turn_lease_seconds)),
             resume_queue_name=os.environ.get("RESUME_QUEUE_NAME", cls.resume_queue_name),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
+from ..errors import UpstreamTimeout
 from ..ids import new_id
 from ..inference import types as model
 from ..inference.types import ChatMessage, ChatRequest, ChatToolCall, Provider, Usage
@@ -93,10 +94,10 @@ class Paused:
 
 @dataclass
 class Finished:
-    """`answered`: the model's last reply has no tool calls; `max_iterations`: the budget ran
-    out while the model still called tools."""
+    """`answered`: the model's last reply has no tool calls; `max_iterations` or
+    `max_tool_calls`: that limit ended the run while the model still called tools."""
 
-    reason: Literal["answered", "max_iterations"]
+    reason: Literal["answered", "max_iterations", "max_tool_calls"]
 
 
 @dataclass
@@ -116,6 +117,20 @@ LoopEvent = (
     | Finished
     | Failed
 )
+
+
+# --- limits -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The server's bounds on a run, whatever the request asks (Settings: MAX_ITERATIONS,
+    MAX_TOOL_CALLS, MODEL_CALL_TIMEOUT_SECONDS, RUN_TIMEOUT_SECONDS)."""
+
+    max_iterations: int = 25
+    max_tool_calls: int = 100
+    call_seconds: float = 300.0  # one model call, first byte to last
+    run_seconds: float = 840.0  # the run, in this invocation
 
 
 # --- tools ------------------------------------------------------------------------------------
@@ -153,18 +168,23 @@ class AgentLoop:
         *,
         max_iterations: int,
         iterations: int = 0,
+        tool_calls: int = 0,
+        limits: Limits = Limits(),
         stream: bool = True,
         new_call_id: Callable[[], str] = new_id,
     ) -> None:
         self.provider = provider
         self.request = request  # grows by each reply and tool result
         self.tools = tools
-        self.max_iterations = max_iterations
+        self.max_iterations = min(max_iterations, limits.max_iterations)
         self.iterations = iterations  # model calls made, including before a pause
+        self.tool_calls = tool_calls  # likewise, calls the model made
+        self.limits = limits
         self.stream = stream
         self._new_call_id = new_call_id
 
     async def run(self) -> AsyncIterator[LoopEvent]:
+        run_deadline = asyncio.get_running_loop().time() + self.limits.run_seconds
         try:
             while True:
                 if self.iterations >= self.max_iterations:
@@ -172,13 +192,17 @@ class AgentLoop:
                     return
                 self.iterations += 1
                 reply: ModelReplied | None = None
-                async for event in self._call_model():
+                async for event in self._call_model(run_deadline):
                     yield event
                     if isinstance(event, ModelReplied):
                         reply = event
                 assert reply is not None
                 if not reply.tool_calls:
                     yield Finished("answered")
+                    return
+                self.tool_calls += len(reply.tool_calls)
+                if self.tool_calls > self.limits.max_tool_calls:
+                    yield Finished("max_tool_calls")
                     return
                 here = [c for c in reply.tool_calls if self.tools.runs_here(c.name)]
                 if here:
@@ -190,13 +214,14 @@ class AgentLoop:
         except Exception as err:  # the model, a tool, or a bug: the face ends the run
             yield Failed(err)
 
-    async def _call_model(self) -> AsyncIterator[LoopEvent]:
+    async def _call_model(self, run_deadline: float) -> AsyncIterator[LoopEvent]:
         step_id, started = new_id(), now()
         yield ModelCallStarted(step_id, started)
         text: list[str] = []
         calls: dict[int, ChatToolCall] = {}
         finish = model.Finish("stop")
-        async for event in model.model_events(self.provider, self.request, self.stream):
+        events = model.model_events(self.provider, self.request, self.stream)
+        async for event in self._within_deadlines(events, run_deadline):
             if isinstance(event, model.TextDelta):
                 text.append(event.text)
                 yield TextDelta(step_id, event.text)
@@ -215,6 +240,33 @@ class AgentLoop:
         yield ModelReplied(
             step_id, started, now(), "".join(text), tool_calls, finish.reason, finish.usage
         )
+
+    async def _within_deadlines(
+        self, events: AsyncIterator[model.ChatEvent], run_deadline: float
+    ) -> AsyncIterator[model.ChatEvent]:
+        """The model's events, each awaited no longer than the call's and the run's deadlines
+        allow: a model that keeps a call alive without finishing it (keep-alive comments, a
+        trickle of deltas) cannot hold a turn and its session past them."""
+        clock = asyncio.get_running_loop()
+        call_deadline = clock.time() + self.limits.call_seconds
+        try:
+            while True:
+                deadline, which = min(
+                    (call_deadline, f"a model call may take {self.limits.call_seconds:g} s"),
+                    (run_deadline, f"a run may take {self.limits.run_seconds:g} s"),
+                )
+                try:
+                    async with asyncio.timeout_at(deadline):  # no yield inside it
+                        event = await anext(events)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise UpstreamTimeout(
+                        f"model {self.request.model} ran out of time ({which})"
+                    ) from None
+                yield event
+        finally:
+            await events.aclose()
 
     async def _run_tools(self, calls: list[ChatToolCall]) -> ToolsRan:
         step_id, started = new_id(), now()

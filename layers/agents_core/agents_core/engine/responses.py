@@ -56,9 +56,6 @@ from ..log import logger
 from . import loop as L
 from .storage import ResponseStorage
 
-#: Model calls a response may make (each server-side tool result needs another).
-MAX_ITERATIONS = 10
-
 
 def _id(prefix: str) -> str:
     return f"{prefix}_{new_id().replace('-', '')}"
@@ -230,8 +227,8 @@ class ResponseRun:
         }
 
     async def _finish(self, event: L.Paused | L.Finished) -> StreamEvent:
-        if isinstance(event, L.Finished) and event.reason == "max_iterations":
-            self.response.incomplete_details = {"reason": "max_iterations"}
+        if isinstance(event, L.Finished) and event.reason != "answered":  # a limit ended it
+            self.response.incomplete_details = {"reason": event.reason}
             return await self._end("incomplete")
         if self._last_finish == "length":
             self.response.incomplete_details = {"reason": "max_output_tokens"}
@@ -293,9 +290,12 @@ class ResponseRun:
 
 
 class ResponsesEngine:
-    def __init__(self, storage: ResponseStorage, models: ModelRouter) -> None:
+    def __init__(
+        self, storage: ResponseStorage, models: ModelRouter, limits: L.Limits = L.Limits()
+    ) -> None:
         self.storage = storage
         self.models = models
+        self.limits = limits
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
         tools = _function_tools(body)
@@ -332,7 +332,8 @@ class ResponsesEngine:
             provider,
             request,
             L.Tools(client=None),
-            max_iterations=MAX_ITERATIONS,
+            max_iterations=body.max_infer_iters or 10,
+            limits=self.limits,
             stream=bool(body.stream),
             new_call_id=lambda: _id("call"),
         )

@@ -170,7 +170,10 @@ class TurnRun:
                 done = await self._complete(answer.model_response, answer)
                 yield _step_complete(answer)
                 yield done
-            case L.Finished(reason="max_iterations"):
+            case L.Finished(reason=limit):  # max_iterations or max_tool_calls
+                logger.info(
+                    "turn ended by a limit", extra={"turn_id": self.turn.turn_id, "limit": limit}
+                )
                 yield await self._complete(self._last_output(StopReason.out_of_tokens))
             case L.Failed(error=error):
                 yield await self._fail(error)
@@ -194,6 +197,7 @@ class TurnRun:
     async def _end(self, status: str, **stored: Any) -> None:
         self.state.status = status
         self.state.iterations = self.loop.iterations
+        self.state.tool_calls = self.loop.tool_calls
         await self.storage.end_turn(self.lock, self.turn, self.state, **stored)
 
     async def _complete(
@@ -283,10 +287,12 @@ class TurnEngine:
         storage: TurnStorage,
         models: ModelRouter,
         publisher: TurnEventPublisher | None = None,
+        limits: L.Limits = L.Limits(),
     ) -> None:
         self.storage = storage
         self.models = models
         self.publisher = publisher
+        self.limits = limits
 
     async def start_turn(
         self, tenant: str, agent_id: str, session_id: str, body: CreateAgentTurnRequest
@@ -377,6 +383,7 @@ class TurnEngine:
                 convert.turn_messages(turn),
                 stream=stream,
                 iterations=state.iterations,
+                tool_calls=state.tool_calls,
             )
         except BaseException:
             # The resume did not start: the turn goes back to awaiting input, unchanged.
@@ -414,6 +421,7 @@ class TurnEngine:
         stream: bool,
         body: CreateAgentTurnRequest | None = None,
         iterations: int = 0,
+        tool_calls: int = 0,
     ) -> L.AgentLoop:
         """The agent loop for a turn: the agent's model, instructions and client tools, the
         session's history, then this turn's messages so far. 400 before anything runs for what
@@ -445,6 +453,8 @@ class TurnEngine:
             L.Tools(client=frozenset(t.name for t in config.client_tools or [])),
             max_iterations=config.max_infer_iters or 10,
             iterations=iterations,
+            tool_calls=tool_calls,
+            limits=self.limits,
             stream=stream,
         )
 

@@ -62,6 +62,19 @@ class Services:
         )
 
     @cached_property
+    def limits(self):
+        """The server's bounds on every turn and response."""
+        from ..engine.loop import Limits
+
+        s = self.settings
+        return Limits(
+            max_iterations=s.max_iterations,
+            max_tool_calls=s.max_tool_calls,
+            call_seconds=s.model_call_timeout_seconds,
+            run_seconds=s.run_timeout_seconds,
+        )
+
+    @cached_property
     def turn_storage(self):
         """The engine's turn storage port on the agent and turn stores."""
         from ..store.engine_storage import DynamoTurnStorage
@@ -75,7 +88,7 @@ class Services:
         from ..lifecycle import TurnEventPublisher
 
         publisher = TurnEventPublisher(self.events_client, self.settings.event_bus_name)
-        return TurnEngine(self.turn_storage, self.models, publisher)
+        return TurnEngine(self.turn_storage, self.models, publisher, self.limits)
 
     @cached_property
     def responses_engine(self):
@@ -83,7 +96,7 @@ class Services:
         from ..engine.responses import ResponsesEngine
         from ..store.engine_storage import DynamoResponseStorage
 
-        return ResponsesEngine(DynamoResponseStorage(self.responses), self.models)
+        return ResponsesEngine(DynamoResponseStorage(self.responses), self.models, self.limits)
 
 
 def build_services(settings: Settings, dynamodb: Any = None, events: Any = None) -> Services:

@@ -67,6 +67,7 @@ def state_json(state: TurnState) -> str:
     return json.dumps(
         {
             "iterations": state.iterations,
+            "tool_calls": state.tool_calls,
             "pending_calls": _calls_adapter().dump_python(state.pending_calls, mode="json"),
             "error": state.error,
         }
@@ -78,6 +79,7 @@ def state_from_json(status: str, text: str) -> TurnState:
     return TurnState(
         status=status,
         iterations=data["iterations"],
+        tool_calls=data.get("tool_calls", 0),  # not in turns stored before it was counted
         pending_calls=_calls_adapter().validate_python(data["pending_calls"]),
         error=data.get("error"),
     )
