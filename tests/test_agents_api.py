@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import agent_config
+from .conftest import TABLE, agent_config
 
 
 def create_agent(api, **overrides) -> str:
@@ -180,3 +180,16 @@ def test_bad_query_values_are_400(api, query):
         resp = api.get(url, params=query)
         assert resp.status_code == 400, (url, query, resp.text)
         assert "query." in resp.json()["detail"]
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain", None])
+def test_a_body_sent_without_the_json_content_type_is_415_saying_which_is_expected(
+    api, dynamodb, content_type
+):
+    """`curl -d` sends a form type; the answer says what to send, and nothing is created."""
+    headers = {"content-type": content_type} if content_type else {}
+    body = b'{"agent_config": {"model": "m", "instructions": "x"}}'
+    resp = api.post("/v1/agents", content=body, headers=headers)
+    assert resp.status_code == 415
+    assert "Content-Type: application/json" in resp.json()["detail"]
+    assert dynamodb.scan(TableName=TABLE)["Items"] == []

@@ -38,7 +38,17 @@ def _detail(status: int, detail: str) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        has_body = request.headers.get("content-length", "0") != "0" or (
+            "transfer-encoding" in request.headers
+        )
+        if has_body and media_type != "application/json":
+            # FastAPI reads a body as JSON only under that type (`curl -d` sends a form type).
+            shown = media_type or "none"
+            return _detail(
+                415, f"Send the body as JSON with Content-Type: application/json (got {shown})"
+            )
         return _detail(400, validation_message(list(exc.errors())))
 
     @app.exception_handler(ServiceError)
