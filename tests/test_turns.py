@@ -349,6 +349,9 @@ def test_a_running_turn_can_be_read_and_a_dead_one_ends_failed_when_its_lease_ex
         ("turn-a", text),
         ("turn-b", "next"),
     ]
+    # A client that lost its stream learns the outcome: the dead turn reads as ended.
+    for dead_turn in (turn, turns[0]):
+        assert dead_turn.completed_at is not None and dead_turn.output_message.content == ""
 
 
 def _running_turn(turn_id: str, session_id: str, text: str = "hi") -> Turn:
@@ -676,3 +679,38 @@ def test_an_agent_delete_refused_because_a_turn_runs_changes_nothing(api, servic
     assert {s["session_id"] for s in listed} == {idle, busy_id}
     turn = api.post(turn_url(agent_id, idle), json={"messages": [user("still here?")]})
     assert turn.status_code == 200
+
+
+def test_a_resumed_turn_whose_lambda_died_reads_as_ended_without_its_old_calls(
+    api, services, dynamodb, model
+):
+    """Paused, resumed, then killed (its lease runs out) and taken over: the turn reads as
+    ended, not as awaiting the calls it already had answered."""
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    model.reply(tool_calls=[("get_weather", '{"city": "Bern"}')])
+    paused = api.post(url, json={"messages": [user("Bern?")]}).json()
+    call = paused["output_message"]["tool_calls"][0]
+    step = ToolExecutionStep(
+        turn_id=paused["turn_id"],
+        step_id=new_id(),
+        tool_calls=[ToolCall(**call)],
+        tool_responses=[
+            ToolResponse(call_id=call["call_id"], tool_name="get_weather", content="s")
+        ],
+    )
+    read = services.turns.read_paused("default", agent_id, session_id, paused["turn_id"])
+    services.turns.lock_for_resume(read, agent_id, step)  # its Lambda dies right after
+    dynamodb.update_item(
+        TableName=TABLE,
+        Key={"PK": {"S": keys.session_pk("default", session_id)}, "SK": {"S": keys.SESSION}},
+        UpdateExpression="SET lease_until = :past",
+        ExpressionAttributeValues={":past": {"N": "0"}},
+    )
+    model.reply(text="Next.")
+    assert api.post(url, json={"messages": [user("Anyone?")]}).status_code == 200
+    dead = api.get(f"{url}/{paused['turn_id']}").json()
+    assert dead["completed_at"] is not None
+    assert dead["output_message"]["content"] == "" and not dead["output_message"].get("tool_calls")
+    listed = api.get(f"/v1/agents/{agent_id}/session/{session_id}").json()["turns"][0]
+    assert listed["completed_at"] == dead["completed_at"]

@@ -3,12 +3,14 @@ and a session partition assembled into turns. Shared by the agent store and the 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from ..api.agents import Step, Turn
+from ..api.common import CompletionMessage, StopReason
 from ..errors import NotFound
 from . import keys
 from .items import decode
@@ -50,6 +52,16 @@ def running_on_session(session: dict[str, Any]) -> Turn | None:
     return Turn.model_validate_json(session["active_body"]["S"])
 
 
+def as_ended(turn: Turn, head: dict[str, Any]) -> Turn:
+    """A turn whose Lambda died while it ran (or ran again, resumed), as the turn that took its
+    session recorded it (`ended_at`): ended then, with no answer, like any failed turn. Its
+    item may still hold the paused turn's calls, which nobody can answer any more."""
+    if "ended_at" in head and turn.completed_at is None:
+        turn.completed_at = datetime.fromtimestamp(int(head["ended_at"]["N"]), UTC)
+        turn.output_message = CompletionMessage(content="", stop_reason=StopReason.end_of_message)
+    return turn
+
+
 def assemble_turns(items: list[dict[str, Any]]) -> list[Turn]:
     """A session partition's items (the session, steps, then turns, as a query returns them)
     into Turns, the running one last."""
@@ -62,7 +74,7 @@ def assemble_turns(items: list[dict[str, Any]]) -> list[Turn]:
             step = step_adapter().validate_json(attrs["body"])
             steps.setdefault(keys.turn_id_of_step(sk), []).append(step)
         elif sk.startswith(keys.TURN_PREFIX):
-            turns.append(Turn.model_validate_json(attrs["body"]))
+            turns.append(as_ended(Turn.model_validate_json(attrs["body"]), head))
     running = running_on_session(session)
     if running is not None:
         turns.append(running)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -38,6 +39,7 @@ from . import keys
 from .history_cache import History, HistoryCache
 from .items import decode, encode, json_body
 from .sessions import (
+    as_ended,
     read_session_head,
     running_on_session,
     session_expiry,
@@ -295,15 +297,20 @@ class TurnStore:
         """Record a turn whose Lambda died as failed: from the session item, if it ran there."""
         if "active_body" in old_session:
             turn = Turn.model_validate_json(old_session["active_body"]["S"])
+            turn.completed_at = datetime.now(UTC)
             state = TurnState(FAILED, error="the turn stopped before it ended")
             head = self._turn_items(lock, turn, state, None)[0]
             self._t.put_if(head, "attribute_not_exists(SK)")
         else:
             self._t.update_if(
                 key(lock.pk, keys.turn_sk(old_session["active_turn"]["S"])),
-                "SET turn_status = :failed",
+                "SET turn_status = :failed, ended_at = :now",
                 "turn_status = :run",
-                {":failed": {"S": FAILED}, ":run": {"S": RUNNING}},
+                {
+                    ":failed": {"S": FAILED},
+                    ":run": {"S": RUNNING},
+                    ":now": {"N": str(int(time.time()))},
+                },
             )
 
     # --- writes during a turn ----------------------------------------------------------------
@@ -534,7 +541,7 @@ class TurnStore:
         if stored is None:
             raise NotFound(f"Turn {turn_id} not found")
         head, attrs = stored
-        turn = Turn.model_validate_json(attrs["body"])
+        turn = as_ended(Turn.model_validate_json(attrs["body"]), head)
         if _steps_apart(head):
             turn.steps = (steps if steps is not None else self._steps(pk, turn_id)) + turn.steps
         return turn, state_from_json(head["turn_status"]["S"], attrs["state"])
