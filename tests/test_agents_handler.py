@@ -156,6 +156,17 @@ def test_tenant_comes_from_the_request_context(handler, store, identity, tenant)
     assert store.get_agent(tenant, body["agent_id"]).agent_id == body["agent_id"]
 
 
+def test_inside_lambda_a_request_without_a_caller_is_401_and_changes_nothing(dynamodb, monkeypatch):
+    """`default` is for the local server: in Lambda a missing identity never falls open to it."""
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "AgentsFunction")
+    handler = load_function("agents").handler
+    status, body = invoke(handler, with_identity(load_event("agents/create_agent.json")))
+    assert status == 401 and "caller" in body["detail"]
+    assert dynamodb.scan(TableName="agents-test")["Items"] == []
+    status, _ = invoke(handler, with_identity(load_event("agents/create_agent.json"), apiKeyId="k"))
+    assert status == 200
+
+
 def test_bad_event_body_is_400(handler):
     event = load_event("agents/create_agent.json")
     event["body"] = '{"agent_config": {"model": "m"}}'

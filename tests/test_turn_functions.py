@@ -83,3 +83,33 @@ def test_turn_and_resume_events_drive_the_function_apps(dynamodb):
         missing = calls[name] - table_actions(logical_id)
         assert not missing, f"{logical_id} calls {sorted(missing)} without the permission"
     assert "dynamodb:BatchGetItem" in calls["resume"] and "dynamodb:UpdateItem" in calls["turns"]
+
+
+def test_streaming_functions_read_the_tenant_from_the_web_adapter_header(services):
+    """Under the Lambda Web Adapter the request context arrives in `x-amzn-request-context`;
+    it decides the tenant inside Lambda, and is ignored outside (where anyone could send it)."""
+    from dataclasses import replace
+
+    from agents_core.api.agents import AgentConfig
+    from agents_core.web.app import create_app
+    from agents_core.web.turns import turns_router
+    from fastapi.testclient import TestClient
+
+    agent = services.agents.create_agent(
+        "user-alice", AgentConfig(model="offline", instructions="x")
+    )
+    session = services.agents.create_session("user-alice", agent.agent_id, "s")
+    url = f"/v1/agents/{agent.agent_id}/session/{session.session_id}/turn"
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+
+    def header(principal: str) -> dict:
+        context = {"requestId": "req-1", "authorizer": {"principalId": principal}, "identity": {}}
+        return {"x-amzn-request-context": json.dumps(context)}
+
+    services.settings = replace(services.settings, trust_request_context_header=True)
+    with TestClient(create_app(turns_router, services=services)) as client:
+        assert client.post(url, json=body, headers=header("user-alice")).status_code == 200
+        assert client.post(url, json=body, headers=header("user-bob")).status_code == 404
+    services.settings = replace(services.settings, trust_request_context_header=False)
+    with TestClient(create_app(turns_router, services=services)) as client:
+        assert client.post(url, json=body, headers=header("user-alice")).status_code == 404

@@ -26,6 +26,12 @@ class InvalidRequest(ServiceError):
     status = 400
 
 
+class Unauthenticated(ServiceError):
+    """No caller identity where one is required (inside Lambda, behind API Gateway)."""
+
+    status = 401
+
+
 class NotFound(ServiceError):
     """Missing, expired, being deleted, or another tenant's: the same to every caller."""
 

@@ -38,6 +38,9 @@ class Settings:
     event_bus_name: str = "serverless-agents"
     #: Inside Lambda the Web Adapter's request-context header is API Gateway's word, not a caller's.
     trust_request_context_header: bool = False
+    #: Inside Lambda a request without a caller identity is refused (401); `default` is for the
+    #: local server only.
+    require_caller: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -64,4 +67,5 @@ class Settings:
             resume_queue_name=os.environ.get("RESUME_QUEUE_NAME", cls.resume_queue_name),
             event_bus_name=os.environ.get("EVENT_BUS_NAME", cls.event_bus_name),
             trust_request_context_header=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
+            require_caller=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
         )

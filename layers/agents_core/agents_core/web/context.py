@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import Request
 
+from ..errors import Unauthenticated
 from ..log import logger
 from ..services import Services
 from ..settings import DEFAULT_TENANT
@@ -22,7 +23,8 @@ from ..settings import DEFAULT_TENANT
 WEB_ADAPTER_HEADER = "x-amzn-request-context"
 
 
-def tenant_from_event(event: dict[str, Any] | None) -> str:
+def tenant_from_event(event: dict[str, Any] | None) -> str | None:
+    """The caller API Gateway vouches for, or None."""
     ctx = (event or {}).get("requestContext") or {}
     authorizer = ctx.get("authorizer") or {}
     identity = ctx.get("identity") or {}
@@ -33,7 +35,7 @@ def tenant_from_event(event: dict[str, Any] | None) -> str:
     ):
         if candidate:
             return str(candidate)
-    return DEFAULT_TENANT
+    return None
 
 
 def request_event(request: Request) -> dict[str, Any] | None:
@@ -57,7 +59,12 @@ def tenant(request: Request) -> str:
     request_id = ((event or {}).get("requestContext") or {}).get("requestId")
     if request_id:
         logger.set_correlation_id(request_id)
-    return tenant_from_event(event)
+    caller = tenant_from_event(event)
+    if caller is not None:
+        return caller
+    if request.app.state.services.settings.require_caller:  # never fall open to a shared tenant
+        raise Unauthenticated("No caller identity in the request context")
+    return DEFAULT_TENANT
 
 
 def get_services(request: Request) -> Services:
