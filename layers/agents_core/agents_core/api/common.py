@@ -161,19 +161,30 @@ class StopReason(StrEnum):
     out_of_tokens = "out_of_tokens"
 
 
+def _role_required(schema: dict[str, Any]) -> None:
+    """`role` has a default, yet a message is told apart by it: a client must send it."""
+    schema["required"] = ["role", *schema.get("required", [])]
+
+
 class UserMessage(ApiModel):
+    model_config = ApiModel.model_config | {"json_schema_extra": _role_required}
+
     role: Literal["user"] = "user"
     content: InterleavedContent
     context: InterleavedContent | None = None
 
 
 class ToolResponseMessage(ApiModel):
+    model_config = ApiModel.model_config | {"json_schema_extra": _role_required}
+
     role: Literal["tool"] = "tool"
     call_id: str
     content: InterleavedContent
 
 
 class CompletionMessage(ApiModel):
+    model_config = ApiModel.model_config | {"json_schema_extra": _role_required}
+
     role: Literal["assistant"] = "assistant"
     content: InterleavedContent
     stop_reason: StopReason

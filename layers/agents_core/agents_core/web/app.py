@@ -10,6 +10,7 @@ from pydantic.warnings import UnsupportedFieldAttributeWarning
 
 from ..services import Services
 from .errors import install_error_handlers
+from .openapi import install_openapi
 
 
 def create_app(*routers: APIRouter, services: Services, lifespan: Any = None) -> FastAPI:
@@ -22,6 +23,7 @@ def create_app(*routers: APIRouter, services: Services, lifespan: Any = None) ->
     app = FastAPI(title="serverless-agents", version="0.1.0", lifespan=lifespan)
     app.state.services = services
     install_error_handlers(app)
+    install_openapi(app)
     for router in routers:
         app.include_router(router)
     return app

@@ -1,0 +1,64 @@
+"""The OpenAPI document as the service answers. FastAPI lists 422 for invalid input, where the
+service answers 400 (`web/errors.py`), and lists none of the other errors routes answer; here
+each operation names the ones its kind of route can answer, all as `{"detail": ...}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+_DETAIL = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "properties": {"detail": {"type": "string"}},
+            "required": ["detail"],
+        }
+    }
+}
+
+#: Routes that run a turn or a response: the model can fail (502) or run out of time (504).
+_RUNS = ("/turn", "/resume", "/responses")
+#: Routes whose state can refuse the change: a busy session, a turn not awaiting input.
+_CONFLICTS = ("/turn", "/resume")
+
+
+def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str]:
+    """The error statuses an operation can answer, with what each means."""
+    out = {"400": "Invalid request (the validation message in `detail`)"}
+    if "{" in path:
+        out["404"] = "Not found, or another tenant's"
+    has_body = "requestBody" in operation
+    if has_body:
+        out["415"] = "The body was not sent as Content-Type: application/json"
+    if method == "post" and path in ("/v1/agents", "/v1/agents/{agent_id}/session"):
+        out["413"] = "Too large to store"
+    agents_delete = method == "delete" and path.startswith("/v1/agents/")
+    if agents_delete or (method == "post" and path.endswith(_CONFLICTS)):
+        out["409"] = "The state does not allow it (a turn is running or not awaiting input)"
+    if method == "post" and path.endswith(_RUNS):
+        out["502"] = "The model failed (`detail`, and the run's id)"
+        out["504"] = "The model ran out of time"
+    out["503"] = "Storage is unavailable for a moment: retry"
+    return out
+
+
+def install_openapi(app: FastAPI) -> None:
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            for path, operations in schema.get("paths", {}).items():
+                for method, operation in operations.items():
+                    responses = operation.setdefault("responses", {})
+                    responses.pop("422", None)
+                    for status, meaning in statuses(path, method, operation).items():
+                        responses.setdefault(status, {"description": meaning, "content": _DETAIL})
+            components = schema.get("components", {}).get("schemas", {})
+            for unused in ("HTTPValidationError", "ValidationError"):
+                components.pop(unused, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi

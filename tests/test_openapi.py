@@ -1,0 +1,53 @@
+"""`/openapi.json` describes what the service answers: the statuses each route returns, and
+message fields a request must send."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import agent_config
+from .turn_support import new_session, turn_url
+
+
+@pytest.fixture
+def document(api) -> dict:
+    return api.get("/openapi.json").json()
+
+
+def operations(document: dict):
+    for path, ops in document["paths"].items():
+        for method, operation in ops.items():
+            yield path, method, operation
+
+
+def test_no_operation_lists_422_and_every_one_lists_the_400_it_answers(document):
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+    for path, method, operation in operations(document):
+        assert "422" not in operation["responses"], (method, path)
+        assert "400" in operation["responses"], (method, path)
+        if "{" in path:
+            assert "404" in operation["responses"], (method, path)
+        if "requestBody" in operation:
+            assert "415" in operation["responses"], (method, path)
+
+
+def test_the_statuses_listed_are_the_ones_the_routes_answer(api, document):
+    paths = document["paths"]
+    unknown = "01937a2e-5f00-7000-8000-0000000000a1"
+    assert api.get(f"/v1/agents/{unknown}").status_code == 404
+    assert "404" in paths["/v1/agents/{agent_id}"]["get"]["responses"]
+    form = api.post("/v1/agents", content=b"{}", headers={"content-type": "text/plain"})
+    assert form.status_code == 415 and "415" in paths["/v1/agents"]["post"]["responses"]
+    huge = api.post("/v1/agents", json={"agent_config": agent_config(instructions="x" * 500_000)})
+    assert huge.status_code == 413 and "413" in paths["/v1/agents"]["post"]["responses"]
+    turn = "/v1/agents/{agent_id}/session/{session_id}/turn"
+    assert {"409", "502", "504"} <= set(paths[turn]["post"]["responses"])
+
+
+def test_a_message_role_is_required_in_the_document_as_by_the_service(api, document):
+    schemas = document["components"]["schemas"]
+    for name in ("UserMessage", "ToolResponseMessage"):
+        assert "role" in schemas[name]["required"], name
+    agent_id, session_id = new_session(api)
+    resp = api.post(turn_url(agent_id, session_id), json={"messages": [{"content": "hi"}]})
+    assert resp.status_code == 400
