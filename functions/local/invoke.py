@@ -397,12 +397,17 @@ class PythonFunction:
         return json.loads(line)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        _stop(self.proc)
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    """End a function's process: politely, then for good after five seconds."""
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 class WebAdapterFunction:
@@ -490,12 +495,7 @@ class WebAdapterFunction:
             raise FunctionFailed(f"{self.spec.logical_id} failed to answer: {err}") from None
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        _stop(self.proc)
 
 
 # --- replaying events -----------------------------------------------------------------------
