@@ -326,6 +326,7 @@ def test_a_call_to_an_unknown_tool_gets_an_error_result_and_the_loop_goes_on():
         "step_progress:inference",
         "step_complete:inference",
         "step_start:tool_execution",
+        "step_progress:tool_execution",
         "step_complete:tool_execution",
         "step_start:inference",
         "step_progress:inference",
@@ -349,8 +350,9 @@ def test_the_iteration_budget_ends_the_turn_out_of_tokens():
         return items, await world.read(final_turn(items).turn_id)
 
     items, stored = asyncio.run(scenario())
-    assert kinds(items)[-3:] == [
+    assert kinds(items)[-4:] == [
         "step_start:tool_execution",
+        "step_progress:tool_execution",
         "step_complete:tool_execution",
         "turn_complete",
     ]
@@ -482,6 +484,7 @@ def test_a_queued_resume_whose_model_fails_goes_back_to_awaiting_input_with_noth
         "step_progress:inference",
         "step_complete:inference",
         "step_start:tool_execution",
+        "step_progress:tool_execution",
         "step_complete:tool_execution",
         "step_start:inference",
         "error 502",
@@ -613,6 +616,7 @@ def test_a_server_tool_runs_in_the_loop_and_its_result_goes_back_to_the_model():
         "ToolCallDelta",
         "ToolCallDelta",
         "ModelReplied",
+        "ToolsStarted",
         "ToolsRan",
         "ModelCallStarted",
         "TextDelta",
@@ -620,7 +624,9 @@ def test_a_server_tool_runs_in_the_loop_and_its_result_goes_back_to_the_model():
         "Finished",
     ]
     assert clock.arguments == ['{"tz": "UTC"}']
-    ran = events[4]
+    started, ran = events[4:6]
+    assert started.calls == [ChatToolCall("call-1", "clock", '{"tz": "UTC"}')]
+    assert started.step_id == ran.step_id
     assert ran.results == [L.ToolResult(ChatToolCall("call-1", "clock", '{"tz": "UTC"}'), "12:00")]
     assert scripted.requests[1].messages[-1] == ChatMessage("tool", "12:00", tool_call_id="call-1")
     assert events[-1] == L.Finished("answered") and loop.iterations == 2

@@ -8,8 +8,8 @@ nothing and knows neither API: it emits neutral events, and each API face (`turn
 
     loop = AgentLoop(provider, request, Tools(client=frozenset({"get_weather"})), max_iterations=10)
     async for event in loop.run():
-        ...  # ModelCallStarted, TextDelta, ToolCallDelta, ModelReplied, ToolsRan,
-             # then one of Paused, Finished, Failed
+        ...  # ModelCallStarted, TextDelta, ToolCallDelta, ModelReplied, ToolsStarted,
+             # ToolsRan, then one of Paused, Finished, Failed
 """
 
 from __future__ import annotations
@@ -76,6 +76,16 @@ class ToolResult:
 
 
 @dataclass
+class ToolsStarted:
+    """The calls about to run here, all at once; their results come in the ToolsRan with the
+    same step id."""
+
+    step_id: str
+    started_at: datetime
+    calls: list[ChatToolCall]
+
+
+@dataclass
 class ToolsRan:
     """Calls answered here (server-side tools, unknown tools), with their results."""
 
@@ -112,6 +122,7 @@ LoopEvent = (
     | TextDelta
     | ToolCallDelta
     | ModelReplied
+    | ToolsStarted
     | ToolsRan
     | Paused
     | Finished
@@ -206,7 +217,9 @@ class AgentLoop:
                     return
                 here = [c for c in reply.tool_calls if self.tools.runs_here(c.name)]
                 if here:
-                    yield await self._run_tools(here)
+                    started = ToolsStarted(new_id(), now(), here)
+                    yield started
+                    yield await self._run_tools(started)
                 pending = [c for c in reply.tool_calls if not self.tools.runs_here(c.name)]
                 if pending:
                     yield Paused(pending)
@@ -268,14 +281,13 @@ class AgentLoop:
         finally:
             await events.aclose()
 
-    async def _run_tools(self, calls: list[ChatToolCall]) -> ToolsRan:
-        step_id, started = new_id(), now()
-        results = await asyncio.gather(*(self._run_tool(call) for call in calls))
+    async def _run_tools(self, started: ToolsStarted) -> ToolsRan:
+        results = await asyncio.gather(*(self._run_tool(call) for call in started.calls))
         for result in results:
             self.request.messages.append(
                 ChatMessage("tool", result.content, tool_call_id=result.call.id)
             )
-        return ToolsRan(step_id, started, now(), list(results))
+        return ToolsRan(started.step_id, started.started_at, now(), list(results))
 
     async def _run_tool(self, call: ChatToolCall) -> ToolResult:
         tool = self.tools.server.get(call.name)

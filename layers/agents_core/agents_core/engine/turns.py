@@ -3,7 +3,8 @@
 A turn runs while it holds its session's lock. Each model call is an inference step; calls to
 the agent's client tools pause the turn (`turn_awaiting_input`) until the client resumes it with
 their results, which become a tool-execution step before the loop goes on; calls answered here
-(unknown tools, with an error result) are a tool-execution step too. Every step is stored as it
+(the tools of the agent's tool groups, run in parallel; unknown tools, with an error result)
+are a tool-execution step too. Every step is stored as it
 completes; the turn's end (paused, completed, failed) is stored together with the lock's
 release. A failure ends the turn as failed, never half-written.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
@@ -54,6 +55,7 @@ from ..lifecycle import TurnEventPublisher
 from ..log import logger
 from . import loop as L
 from . import messages as convert
+from .server_tools import ServerToolset, ToolRuntime
 from .storage import TurnStorage
 
 _TURN_METRIC = {
@@ -157,9 +159,16 @@ class TurnRun:
                     yield _step_complete(step)
                 else:  # the answer: stored with the turn's end
                     self._answer = step
+            case L.ToolsStarted(step_id=step_id, calls=calls):
+                yield _step_start("tool_execution", step_id)
+                for call in calls:
+                    delta = ToolCallDelta(
+                        tool_call=convert.tool_call(call.id, call.name, call.arguments),
+                        parse_status="in_progress",
+                    )
+                    yield _progress(step_id, delta, "tool_execution")
             case L.ToolsRan():
                 step = _tool_step(self.turn.turn_id, event)
-                yield _step_start(step.step_type, step.step_id)
                 await self._save_step(step)
                 yield _step_complete(step)
             case L.Paused(calls=calls):
@@ -288,14 +297,21 @@ class TurnEngine:
         models: ModelRouter,
         publisher: TurnEventPublisher | None = None,
         limits: L.Limits = L.Limits(),
+        tools: ToolRuntime | None = None,
     ) -> None:
         self.storage = storage
         self.models = models
         self.publisher = publisher
         self.limits = limits
+        self.tools = tools  # None: no server-side tools (toolgroups are refused)
 
     async def start_turn(
-        self, tenant: str, agent_id: str, session_id: str, body: CreateAgentTurnRequest
+        self,
+        tenant: str,
+        agent_id: str,
+        session_id: str,
+        body: CreateAgentTurnRequest,
+        provider_data: Mapping[str, Any] | None = None,
     ) -> TurnRun:
         turn = Turn(
             turn_id=new_id(),
@@ -320,12 +336,14 @@ class TurnEngine:
             if isinstance(agent, BaseException):
                 raise agent
             history = await self.storage.history(tenant, session_id, lock.previous_turn)
-            loop = self._loop(
+            loop = await self._loop(
+                tenant,
                 agent.agent_config,
                 history,
                 convert.input_messages(body.messages, body.documents),
                 body=body,
                 stream=bool(body.stream),
+                provider_data=provider_data,
             )
             await self.storage.turn_started(lock, turn)
         except BaseException:
@@ -343,6 +361,7 @@ class TurnEngine:
         stream: bool,
         *,
         queued: bool = False,
+        provider_data: Mapping[str, Any] | None = None,
     ) -> TurnRun:
         """Continue a paused turn. `queued` (a resume from the queue): a model failure puts the
         turn back to awaiting input, so the message can be retried, instead of failing it.
@@ -377,11 +396,13 @@ class TurnEngine:
             turn.steps.append(step)
             state.status, state.pending_calls = RUNNING, []
             turn.output_message = _PENDING_OUTPUT
-            loop = self._loop(
+            loop = await self._loop(
+                tenant,
                 agent.agent_config,
                 history,
                 convert.turn_messages(turn),
                 stream=stream,
+                provider_data=provider_data,
                 iterations=state.iterations,
                 tool_calls=state.tool_calls,
             )
@@ -412,8 +433,9 @@ class TurnEngine:
             **more,
         )
 
-    def _loop(
+    async def _loop(
         self,
+        tenant: str,
         config: AgentConfig,
         history: list[dict[str, Any]],
         current: list[ChatMessage],
@@ -422,17 +444,15 @@ class TurnEngine:
         body: CreateAgentTurnRequest | None = None,
         iterations: int = 0,
         tool_calls: int = 0,
+        provider_data: Mapping[str, Any] | None = None,
     ) -> L.AgentLoop:
-        """The agent loop for a turn: the agent's model, instructions and client tools, the
-        session's history, then this turn's messages so far. 400 before anything runs for what
-        the model cannot do."""
-        if config.toolgroups or (body is not None and body.toolgroups):
-            raise InvalidRequest(
-                "toolgroups are not available on this deployment; use client_tools"
-            )
+        """The agent loop for a turn: the agent's model, instructions, client tools and tool
+        groups, the session's history, then this turn's messages so far. 400 before anything
+        runs for what the model cannot do."""
+        server = await self._toolgroups(tenant, config, body, provider_data)
         tool_config = (body.tool_config if body is not None else None) or config.tool_config
         tool_config = tool_config or ToolConfig()
-        tools = convert.tool_specs(config)
+        tools = convert.tool_specs(config) + server.specs
         instructions = (body.instructions if body is not None else None) or config.instructions
         system = _system_prompt(instructions, tool_config, tools)
         provider, model_id = self.models.resolve(config.model)
@@ -450,13 +470,36 @@ class TurnEngine:
         return L.AgentLoop(
             provider,
             request,
-            L.Tools(client=frozenset(t.name for t in config.client_tools or [])),
+            L.Tools(
+                client=frozenset(t.name for t in config.client_tools or []), server=server.tools
+            ),
             max_iterations=config.max_infer_iters or 10,
             iterations=iterations,
             tool_calls=tool_calls,
             limits=self.limits,
             stream=stream,
         )
+
+
+    async def _toolgroups(
+        self,
+        tenant: str,
+        config: AgentConfig,
+        body: CreateAgentTurnRequest | None,
+        provider_data: Mapping[str, Any] | None,
+    ) -> ServerToolset:
+        """The server-side tools of the agent's tool groups, and of the turn's if it names its
+        own (they replace the agent's for this turn, as in Llama Stack)."""
+        groups = (body.toolgroups if body is not None else None) or config.toolgroups or []
+        if not groups:
+            return ServerToolset()
+        if self.tools is None:
+            raise InvalidRequest("toolgroups are not available on this deployment")
+        server = await self.tools.toolgroups(tenant, groups, provider_data)
+        clash = {t.name for t in config.client_tools or []} & set(server.tools)
+        if clash:
+            raise InvalidRequest(f"client tools and tool groups both define {sorted(clash)}")
+        return server
 
 
 def _inference_step(turn_id: str, reply: L.ModelReplied) -> InferenceStep:
@@ -486,7 +529,12 @@ def _tool_step(turn_id: str, ran: L.ToolsRan) -> ToolExecutionStep:
             convert.tool_call(r.call.id, r.call.name, r.call.arguments) for r in ran.results
         ],
         tool_responses=[
-            ToolResponse(call_id=r.call.id, tool_name=r.call.name, content=r.content)
+            ToolResponse(
+                call_id=r.call.id,
+                tool_name=r.call.name,
+                content=r.content,
+                metadata={"error": True} if r.is_error else None,
+            )
             for r in ran.results
         ],
     )
@@ -537,9 +585,11 @@ def _step_start(step_type: str, step_id: str) -> AgentTurnResponseStreamChunk:
     return _chunk(AgentTurnResponseStepStartPayload(step_type=step_type, step_id=step_id))
 
 
-def _progress(step_id: str, delta: Any) -> AgentTurnResponseStreamChunk:
+def _progress(
+    step_id: str, delta: Any, step_type: str = "inference"
+) -> AgentTurnResponseStreamChunk:
     return _chunk(
-        AgentTurnResponseStepProgressPayload(step_type="inference", step_id=step_id, delta=delta)
+        AgentTurnResponseStepProgressPayload(step_type=step_type, step_id=step_id, delta=delta)
     )
 
 

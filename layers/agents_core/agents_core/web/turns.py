@@ -11,7 +11,7 @@ from ..api.agents import CreateAgentTurnRequest, ResumeAgentTurnRequest, Turn
 from ..engine.turns import TurnRun
 from ..errors import RunFailed
 from .common import AgentId, SessionId, TurnId, json_response
-from .deps import Svc, Tenant
+from .deps import ProviderData, Svc, Tenant
 from .sse import sse_response
 
 turns_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
@@ -23,9 +23,14 @@ resume_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
     responses={200: {"model": Turn, "description": "The Turn, or an SSE stream when stream=true"}},
 )
 async def create_turn(
-    agent_id: AgentId, session_id: SessionId, body: CreateAgentTurnRequest, tenant: Tenant, svc: Svc
+    agent_id: AgentId,
+    session_id: SessionId,
+    body: CreateAgentTurnRequest,
+    tenant: Tenant,
+    svc: Svc,
+    provider_data: ProviderData,
 ) -> Response:
-    run = await svc.engine.start_turn(tenant, agent_id, session_id, body)
+    run = await svc.engine.start_turn(tenant, agent_id, session_id, body, provider_data)
     return await _answer(run)
 
 
@@ -40,9 +45,16 @@ async def resume_turn(
     body: ResumeAgentTurnRequest,
     tenant: Tenant,
     svc: Svc,
+    provider_data: ProviderData,
 ) -> Response:
     run = await svc.engine.resume_turn(
-        tenant, agent_id, session_id, turn_id, body.tool_responses, bool(body.stream)
+        tenant,
+        agent_id,
+        session_id,
+        turn_id,
+        body.tool_responses,
+        bool(body.stream),
+        provider_data=provider_data,
     )
     return await _answer(run)
 

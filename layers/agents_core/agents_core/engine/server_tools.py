@@ -1,0 +1,60 @@
+"""What the engine needs to run tools on the server: a port, like its storage.
+
+The services implement it over the tool runtime (MCP servers, web search, the outbound guard)
+and the tenant's registered tool groups; engine tests hand in a fake. Both faces use it: the
+Agents face asks for an agent's tool groups, the Responses face for a request's MCP servers and
+web search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..inference.types import ToolSpec
+from .loop import ServerTool
+
+
+@dataclass
+class ServerToolset:
+    """Tools a run may call on the server: what the model is shown, and who answers each."""
+
+    specs: list[ToolSpec] = field(default_factory=list)
+    tools: dict[str, ServerTool] = field(default_factory=dict)
+
+    def add(self, spec: ToolSpec, tool: ServerTool) -> None:
+        self.specs.append(spec)
+        self.tools[spec.name] = tool
+
+
+@dataclass(frozen=True)
+class McpEndpoint:
+    """An MCP server a caller names (a Responses `mcp` tool): its URL, the headers to send it
+    (the caller's credentials for it) and its label in output items."""
+
+    url: str
+    label: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class ToolRuntime(Protocol):
+    async def check_url(self, url: str) -> None:
+        """Refuse (InvalidRequest) a URL the server must not call for a caller."""
+        ...
+
+    async def mcp_tools(self, endpoint: McpEndpoint) -> list[ToolSpec]:
+        """The server's tools (cached briefly); raises when it cannot be listed."""
+        ...
+
+    def mcp_tool(self, endpoint: McpEndpoint, name: str) -> ServerTool: ...
+
+    def web_search(self) -> tuple[ToolSpec, ServerTool]: ...
+
+    async def toolgroups(
+        self, tenant: str, groups: Sequence[Any], provider_data: Mapping[str, Any] | None
+    ) -> ServerToolset:
+        """The tools of an agent's `toolgroups` (names or `{name, args}`); InvalidRequest for a
+        group the tenant has not registered. `provider_data`: the Llama Stack client's
+        provider-data header (it carries `mcp_headers` per endpoint)."""
+        ...
