@@ -7,7 +7,6 @@ test_server_tools_e2e.py."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,8 +19,21 @@ from agents_core.errors import InvalidRequest
 from agents_core.inference.types import ToolSpec
 
 from .memory_storage import MemoryResponseStorage
-from .test_engine import PARIS, TENANT, Models, ScriptedModel, Tool, agents, calls, chunks
-from .test_engine import kinds, says, types_and_numbers
+from .test_engine import (
+    PARIS,
+    TENANT,
+    Models,
+    ScriptedModel,
+    Tool,
+    agents,
+    calls,
+    chunks,
+    kinds,
+    respond,
+    says,
+    stream_response,
+    types_and_numbers,
+)
 
 CLOCK = ToolSpec("clock", "The time now", {"type": "object", "properties": {}})
 SEARCH = ToolSpec("web_search", "Search the web", {"type": "object", "properties": {}})
@@ -196,3 +208,259 @@ def test_without_a_tool_runtime_tool_groups_are_refused():
     world = agents(says("never"), toolgroups=["builtin::websearch"])
     with pytest.raises(InvalidRequest, match="toolgroups"):
         asyncio.run(world.start("Hi"))
+
+
+# --- Responses: MCP servers, web search, approvals ----------------------------------------------
+
+TIME_SERVER = "http://time.example/mcp"
+
+
+def mcp_tool(**fields: Any) -> dict[str, Any]:
+    return {"type": "mcp", "server_label": "time", "server_url": TIME_SERVER, **fields}
+
+
+def responses_with(runtime: FakeRuntime, *replies: list[Any]):
+    storage, scripted = MemoryResponseStorage(), ScriptedModel(*replies)
+    engine = ResponsesEngine(storage, Models(scripted), tools=runtime)
+    return engine, storage, scripted
+
+
+def time_runtime(clock: Tool) -> FakeRuntime:
+    runtime = FakeRuntime()
+    runtime.servers[TIME_SERVER] = [(CLOCK, clock), (SEARCH_DOCS, Tool("docs"))]
+    return runtime
+
+
+SEARCH_DOCS = ToolSpec("search_docs", "Search the docs", {"type": "object", "properties": {}})
+
+
+def test_an_mcp_tool_that_needs_no_approval_is_listed_called_and_answered_in_one_response():
+    clock = Tool("12:00")
+    runtime = time_runtime(clock)
+    engine, storage, scripted = responses_with(
+        runtime, calls(("call-1", "clock", '{"tz": "UTC"}')), says("It is noon.")
+    )
+    headers = {"X-Token": "t"}
+    events = asyncio.run(
+        stream_response(
+            engine,
+            input="Time?",
+            tools=[mcp_tool(require_approval="never", headers=headers, authorization="oauth")],
+        )
+    )
+    assert types_and_numbers(events) == [
+        "created",
+        "in_progress",
+        "output_item.added",
+        "mcp_list_tools.in_progress",
+        "mcp_list_tools.completed",
+        "output_item.done",
+        "output_item.added",
+        "mcp_call_arguments.delta",
+        "mcp_call_arguments.delta",
+        "mcp_call_arguments.done",
+        "mcp_call.in_progress",
+        "mcp_call.completed",
+        "output_item.done",
+        "output_item.added",
+        "content_part.added",
+        "output_text.delta",
+        "output_text.done",
+        "content_part.done",
+        "output_item.done",
+        "completed",
+    ]
+    final = events[-1].response
+    listed, call, answer = final.output
+    assert [t.name for t in listed.tools] == ["clock", "search_docs"]
+    assert (call.type, call.server_label, call.name, call.arguments) == (
+        "mcp_call",
+        "time",
+        "clock",
+        '{"tz": "UTC"}',
+    )
+    assert (call.status, call.output, call.error) == ("completed", "12:00", None)
+    assert answer.content[0].text == "It is noon."
+    assert clock.arguments == ['{"tz": "UTC"}']
+    assert runtime.listed[0].headers == {"X-Token": "t", "Authorization": "Bearer oauth"}
+    assert scripted.requests[1].messages[-1].content == "12:00"
+    assert storage.response(TENANT, final.id).output == final.output
+
+
+def test_a_failing_mcp_tool_fails_its_item_and_the_model_reads_the_error():
+    runtime = time_runtime(Tool(RuntimeError("clock server down")))
+    engine, _, scripted = responses_with(runtime, calls(("c1", "clock", "{}")), says("No clock."))
+    events = asyncio.run(
+        stream_response(engine, input="Time?", tools=[mcp_tool(require_approval="never")])
+    )
+    assert "mcp_call.failed" in types_and_numbers(events)
+    final = events[-1].response
+    call = final.output[1]
+    assert call.status == "failed" and call.output is None
+    assert "clock server down" in call.error.content[0]["text"]
+    assert final.status == "completed" and final.output[-1].content[0].text == "No clock."
+    assert "clock server down" in scripted.requests[1].messages[-1].content
+
+
+def test_a_server_that_cannot_be_listed_is_reported_and_the_response_goes_on_without_it():
+    runtime = FakeRuntime()
+    runtime.servers[TIME_SERVER] = ConnectionError("connection refused")
+    engine, _, scripted = responses_with(runtime, says("I cannot tell."))
+    events = asyncio.run(stream_response(engine, input="Time?", tools=[mcp_tool()]))
+    assert types_and_numbers(events)[2:6] == [
+        "output_item.added",
+        "mcp_list_tools.in_progress",
+        "mcp_list_tools.failed",
+        "output_item.done",
+    ]
+    listed = events[-1].response.output[0]
+    assert listed.error == "connection refused" and listed.tools == []
+    assert scripted.requests[0].tools == []
+
+
+def test_allowed_tools_limits_what_the_model_sees():
+    runtime = time_runtime(Tool("12:00"))
+    engine, _, scripted = responses_with(runtime, says("Hi."))
+    final = asyncio.run(
+        respond(engine, input="Hi", tools=[mcp_tool(allowed_tools={"tool_names": ["clock"]})])
+    )
+    assert [t.name for t in final.output[0].tools] == ["clock"]
+    assert [t.name for t in scripted.requests[0].tools] == ["clock"]
+
+
+def approve(engine, previous: str, request_id: str, approve: bool = True, **fields: Any):
+    answer = {"type": "mcp_approval_response", "approval_request_id": request_id}
+    answer |= {"approve": approve, **fields}
+    return respond(engine, input=[answer], previous_response_id=previous, tools=[mcp_tool()])
+
+
+def test_a_call_that_needs_approval_waits_and_runs_once_approved():
+    clock = Tool("12:00")
+    runtime = time_runtime(clock)
+    engine, storage, scripted = responses_with(
+        runtime, calls(("call-1", "clock", "{}")), says("It is noon.")
+    )
+
+    async def scenario():
+        waiting = await respond(engine, input="Time?", tools=[mcp_tool()])
+        assert clock.arguments == []  # nothing ran without approval
+        return waiting, await approve(engine, waiting.id, "call-1")
+
+    waiting, done = asyncio.run(scenario())
+    assert waiting.status == "completed"
+    request = waiting.output[-1]
+    assert (request.type, request.id, request.name, request.server_label) == (
+        "mcp_approval_request",
+        "call-1",
+        "clock",
+        "time",
+    )
+    listed, call, answer = done.output
+    assert (call.type, call.approval_request_id, call.output) == ("mcp_call", "call-1", "12:00")
+    assert answer.content[0].text == "It is noon."
+    assert clock.arguments == ["{}"]
+    # The model saw its call answered by the tool's result, in place.
+    assert [(m.role, m.content) for m in scripted.requests[1].messages] == [
+        ("user", "Time?"),
+        ("assistant", ""),
+        ("tool", "12:00"),
+    ]
+
+
+def test_a_declined_call_never_runs_and_the_model_is_told_why():
+    clock = Tool("12:00")
+    engine, _, scripted = responses_with(
+        time_runtime(clock), calls(("call-1", "clock", "{}")), says("Understood.")
+    )
+
+    async def scenario():
+        waiting = await respond(engine, input="Time?", tools=[mcp_tool()])
+        return await approve(engine, waiting.id, "call-1", approve=False, reason="not now")
+
+    done = asyncio.run(scenario())
+    assert clock.arguments == []
+    assert [o.type for o in done.output] == ["mcp_list_tools", "message"]
+    told = scripted.requests[1].messages[-1]
+    assert (told.role, told.content) == ("tool", "The user declined the call to `clock`: not now")
+
+
+def test_per_tool_approval_runs_the_tools_named_never_and_waits_for_the_others():
+    clock = Tool("12:00")
+    runtime = time_runtime(clock)
+    reply = calls(("call-1", "clock", "{}"), ("call-2", "search_docs", "{}"))
+    engine, _, _ = responses_with(runtime, reply)
+    rule = {"never": {"tool_names": ["clock"]}}
+    final = asyncio.run(respond(engine, input="Go", tools=[mcp_tool(require_approval=rule)]))
+    assert [o.type for o in final.output] == ["mcp_list_tools", "mcp_call", "mcp_approval_request"]
+    assert clock.arguments == ["{}"]
+
+
+def test_an_approval_for_no_waiting_call_is_refused_before_anything_runs():
+    engine, storage, scripted = responses_with(time_runtime(Tool("12:00")), says("never"))
+
+    async def scenario():
+        first = await respond(engine, input="Hi", tools=[mcp_tool()])
+        with pytest.raises(InvalidRequest, match="approval_request_id"):
+            await approve(engine, first.id, "call-nope")
+
+    scripted.replies.insert(0, says("Hello."))
+    asyncio.run(scenario())
+    assert len(scripted.requests) == 1
+
+
+def test_an_mcp_server_the_outbound_guard_refuses_is_a_400_before_anything_runs():
+    runtime = time_runtime(Tool("12:00"))
+    runtime.refused.add(TIME_SERVER)
+    engine, storage, scripted = responses_with(runtime, says("never"))
+    with pytest.raises(InvalidRequest, match="not an address"):
+        asyncio.run(respond(engine, input="Time?", tools=[mcp_tool()]))
+    assert scripted.requests == [] and runtime.listed == []
+
+
+def test_web_search_is_a_web_search_call_item_with_its_query_and_events():
+    runtime = FakeRuntime()
+    engine, _, scripted = responses_with(
+        runtime, calls(("c1", "web_search", '{"query": "paris weather"}')), says("Sunny.")
+    )
+    events = asyncio.run(stream_response(engine, input="Weather?", tools=[{"type": "web_search"}]))
+    assert types_and_numbers(events) == [
+        "created",
+        "in_progress",
+        "output_item.added",
+        "web_search_call.in_progress",
+        "web_search_call.searching",
+        "web_search_call.completed",
+        "output_item.done",
+        "output_item.added",
+        "content_part.added",
+        "output_text.delta",
+        "output_text.done",
+        "content_part.done",
+        "output_item.done",
+        "completed",
+    ]
+    search = events[-1].response.output[0]
+    assert (search.status, search.action.query) == ("completed", "paris weather")
+    assert runtime.search.arguments == ['{"query": "paris weather"}']
+    assert scripted.requests[1].messages[-1].content == "1. Paris weather: sunny"
+
+
+def test_a_reply_mixing_an_mcp_call_and_a_function_call_runs_one_and_hands_over_the_other():
+    clock = Tool("12:00")
+    reply = calls(("c1", "clock", "{}"), ("c2", "get_weather", PARIS))
+    engine, _, _ = responses_with(time_runtime(clock), reply)
+    weather = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    final = asyncio.run(
+        respond(engine, input="Go", tools=[mcp_tool(require_approval="never"), weather])
+    )
+    assert [o.type for o in final.output] == ["mcp_list_tools", "mcp_call", "function_call"]
+    assert final.output[1].output == "12:00" and final.output[2].call_id == "c2"
+    assert final.status == "completed"
+
+
+def test_without_a_tool_runtime_mcp_and_web_search_are_refused():
+    engine, _, _ = responses_with(FakeRuntime(), says("never"))
+    engine.tools = None
+    for tool in (mcp_tool(), {"type": "web_search"}):
+        with pytest.raises(InvalidRequest, match="not available"):
+            asyncio.run(respond(engine, input="Hi", tools=[tool]))

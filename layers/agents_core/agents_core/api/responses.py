@@ -95,10 +95,17 @@ class OpenAIResponseMessage(ApiModel):
     status: str | None = None
 
 
+class WebSearchAction(ApiModel):
+    type: Literal["search"] = "search"
+    query: str | None = None
+    sources: list[dict[str, Any]] | None = None
+
+
 class OpenAIResponseOutputMessageWebSearchToolCall(ApiModel):
     id: str
     status: str
     type: Literal["web_search_call"] = "web_search_call"
+    action: WebSearchAction | None = None
 
 
 class OpenAIResponseOutputMessageFileSearchToolCall(ApiModel):
@@ -130,6 +137,14 @@ class MCPListToolsTool(ApiModel):
     input_schema: dict[str, Any]
     name: str
     description: str | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class McpToolExecutionError(ApiModel):
+    """Why an MCP call failed, as OpenAI types it: the content the tool or its server sent."""
+
+    type: Literal["mcp_tool_execution_error"] = "mcp_tool_execution_error"
+    content: list[dict[str, Any]]
 
 
 class OpenAIResponseOutputMessageMCPCall(ApiModel):
@@ -138,8 +153,10 @@ class OpenAIResponseOutputMessageMCPCall(ApiModel):
     arguments: str
     name: str
     server_label: str
-    error: str | None = None
+    error: McpToolExecutionError | str | None = None
     output: str | None = None
+    status: Literal["in_progress", "completed", "incomplete", "calling", "failed"] | None = None
+    approval_request_id: str | None = None
 
 
 class OpenAIResponseOutputMessageMCPListTools(ApiModel):
@@ -147,6 +164,25 @@ class OpenAIResponseOutputMessageMCPListTools(ApiModel):
     type: Literal["mcp_list_tools"] = "mcp_list_tools"
     server_label: str
     tools: list[MCPListToolsTool]
+    error: str | None = None
+
+
+class OpenAIResponseMCPApprovalRequest(ApiModel):
+    """A call to an MCP tool that waits for the caller's approval; its id is the call's id."""
+
+    id: str
+    type: Literal["mcp_approval_request"] = "mcp_approval_request"
+    arguments: str
+    name: str
+    server_label: str
+
+
+class OpenAIResponseMCPApprovalResponse(ApiModel):
+    type: Literal["mcp_approval_response"] = "mcp_approval_response"
+    approval_request_id: str = Field(min_length=1, max_length=256)
+    approve: bool
+    id: str | None = None
+    reason: str | None = None
 
 
 def _item_type(value: Any) -> str:
@@ -161,6 +197,10 @@ OpenAIResponseInput = Annotated[
     | Annotated[OpenAIResponseOutputMessageFileSearchToolCall, Tag("file_search_call")]
     | Annotated[OpenAIResponseOutputMessageFunctionToolCall, Tag("function_call")]
     | Annotated[OpenAIResponseInputFunctionToolCallOutput, Tag("function_call_output")]
+    | Annotated[OpenAIResponseOutputMessageMCPCall, Tag("mcp_call")]
+    | Annotated[OpenAIResponseOutputMessageMCPListTools, Tag("mcp_list_tools")]
+    | Annotated[OpenAIResponseMCPApprovalRequest, Tag("mcp_approval_request")]
+    | Annotated[OpenAIResponseMCPApprovalResponse, Tag("mcp_approval_response")]
     | Annotated[OpenAIResponseMessage, Tag("message")],
     Discriminator(_item_type),
 ]
@@ -171,7 +211,8 @@ OpenAIResponseOutput = Annotated[
     | OpenAIResponseOutputMessageFileSearchToolCall
     | OpenAIResponseOutputMessageFunctionToolCall
     | OpenAIResponseOutputMessageMCPCall
-    | OpenAIResponseOutputMessageMCPListTools,
+    | OpenAIResponseOutputMessageMCPListTools
+    | OpenAIResponseMCPApprovalRequest,
     Field(discriminator="type"),
 ]
 
@@ -207,22 +248,28 @@ class OpenAIResponseInputToolFunction(ApiModel):
     strict: bool | None = None
 
 
-class ApprovalFilter(ApiModel):
-    always: list[str] | None = None
-    never: list[str] | None = None
-
-
-class AllowedToolsFilter(ApiModel):
+class McpToolFilter(ApiModel):
     tool_names: list[str] | None = None
+    read_only: bool | None = None
+
+
+class ApprovalFilter(ApiModel):
+    """Per-tool approval: OpenAI's `{"never": {"tool_names": [...]}}`, or Llama Stack's lists."""
+
+    always: list[str] | McpToolFilter | None = None
+    never: list[str] | McpToolFilter | None = None
 
 
 class OpenAIResponseInputToolMCP(ApiModel):
     type: Literal["mcp"] = "mcp"
-    server_label: str
-    server_url: str
-    headers: dict[str, Any] | None = None
-    require_approval: Literal["always", "never"] | ApprovalFilter = "never"
-    allowed_tools: list[str] | AllowedToolsFilter | None = None
+    server_label: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_.-]+$")
+    server_url: str = Field(min_length=1, max_length=2048)
+    server_description: str | None = None
+    headers: dict[str, str] | None = None
+    authorization: str | None = None  # sent as `Authorization: Bearer <it>`
+    # OpenAI's default: a call waits for approval unless the request says otherwise.
+    require_approval: Literal["always", "never"] | ApprovalFilter = "always"
+    allowed_tools: list[str] | McpToolFilter | None = None
 
 
 OpenAIResponseInputTool = Annotated[
@@ -435,25 +482,31 @@ class WebSearchCallCompleted(StreamEvent):
 
 class McpListToolsInProgress(StreamEvent):
     type: Literal["response.mcp_list_tools.in_progress"] = "response.mcp_list_tools.in_progress"
+    item_id: str
+    output_index: int
 
 
 class McpListToolsFailed(StreamEvent):
     type: Literal["response.mcp_list_tools.failed"] = "response.mcp_list_tools.failed"
+    item_id: str
+    output_index: int
 
 
 class McpListToolsCompleted(StreamEvent):
     type: Literal["response.mcp_list_tools.completed"] = "response.mcp_list_tools.completed"
+    item_id: str
+    output_index: int
 
 
 class McpCallArgumentsDelta(StreamEvent):
-    type: Literal["response.mcp_call.arguments.delta"] = "response.mcp_call.arguments.delta"
+    type: Literal["response.mcp_call_arguments.delta"] = "response.mcp_call_arguments.delta"
     item_id: str
     output_index: int
     delta: str
 
 
 class McpCallArgumentsDone(StreamEvent):
-    type: Literal["response.mcp_call.arguments.done"] = "response.mcp_call.arguments.done"
+    type: Literal["response.mcp_call_arguments.done"] = "response.mcp_call_arguments.done"
     item_id: str
     output_index: int
     arguments: str
@@ -467,10 +520,14 @@ class McpCallInProgress(StreamEvent):
 
 class McpCallFailed(StreamEvent):
     type: Literal["response.mcp_call.failed"] = "response.mcp_call.failed"
+    item_id: str
+    output_index: int
 
 
 class McpCallCompleted(StreamEvent):
     type: Literal["response.mcp_call.completed"] = "response.mcp_call.completed"
+    item_id: str
+    output_index: int
 
 
 OpenAIResponseObjectStream = Annotated[

@@ -290,10 +290,15 @@ class AgentLoop:
         return ToolsRan(started.step_id, started.started_at, now(), list(results))
 
     async def _run_tool(self, call: ChatToolCall) -> ToolResult:
-        tool = self.tools.server.get(call.name)
-        if tool is None:
-            return ToolResult(call, f"Unknown tool `{call.name}` was called.", is_error=True)
-        try:
-            return ToolResult(call, await tool.call(call.arguments))
-        except Exception as err:
-            return ToolResult(call, f"Tool `{call.name}` failed: {err}", is_error=True)
+        return await run_tool(self.tools.server.get(call.name), call)
+
+
+async def run_tool(tool: ServerTool | None, call: ChatToolCall) -> ToolResult:
+    """A server-side call's result; a missing or failing tool is an error result the model
+    reads, never a failed run."""
+    if tool is None:
+        return ToolResult(call, f"Unknown tool `{call.name}` was called.", is_error=True)
+    try:
+        return ToolResult(call, await tool.call(call.arguments))
+    except Exception as err:
+        return ToolResult(call, f"Tool `{call.name}` failed: {err}", is_error=True)

@@ -5,6 +5,11 @@ A response's conversation is its previous response's conversation, then its inpu
 output (as chat messages, stored as the response's CONTEXT). `instructions` apply to this
 response only, as in OpenAI's API. Function tools end the response with `function_call` items;
 the client answers with `function_call_output` items on a new response chained to this one.
+MCP servers and web search run here, through the engine's ToolRuntime port: each MCP server's
+tools are listed first (an `mcp_list_tools` item), each call is an `mcp_call` or
+`web_search_call` item. A call to an MCP tool that needs approval ends the response with an
+`mcp_approval_request` item instead; the next response runs it (or tells the model it was
+declined) when its input carries the `mcp_approval_response`.
 
     run = await engine.start(tenant, request)        # 400 / 404 before anything runs
     async for event in run.events(): ...             # or: response = await run.result()
@@ -12,10 +17,12 @@ the client answers with `function_call_output` items on a new response chained t
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from .. import metrics
 from ..api.common import JsonSchemaResponseFormat
@@ -25,16 +32,34 @@ from ..api.responses import (
     CreateOpenaiResponseRequest,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
+    McpCallArgumentsDelta,
+    McpCallArgumentsDone,
+    McpCallCompleted,
+    McpCallFailed,
+    McpCallInProgress,
+    McpListToolsCompleted,
+    McpListToolsFailed,
+    McpListToolsInProgress,
+    MCPListToolsTool,
+    McpToolExecutionError,
+    McpToolFilter,
     OpenAIResponseError,
     OpenAIResponseInputFunctionToolCallOutput,
     OpenAIResponseInputMessageContentImage,
     OpenAIResponseInputMessageContentText,
-    OpenAIResponseInputToolFunction,
+    OpenAIResponseInputToolFileSearch,
+    OpenAIResponseInputToolMCP,
+    OpenAIResponseInputToolWebSearch,
+    OpenAIResponseMCPApprovalRequest,
+    OpenAIResponseMCPApprovalResponse,
     OpenAIResponseMessage,
     OpenAIResponseObject,
     OpenAIResponseObjectWithInput,
     OpenAIResponseOutputMessageContentOutputText,
     OpenAIResponseOutputMessageFunctionToolCall,
+    OpenAIResponseOutputMessageMCPCall,
+    OpenAIResponseOutputMessageMCPListTools,
+    OpenAIResponseOutputMessageWebSearchToolCall,
     OpenAIResponseText,
     OpenAIResponseTextFormat,
     OutputItemAdded,
@@ -47,6 +72,10 @@ from ..api.responses import (
     ResponseIncomplete,
     ResponseInProgress,
     StreamEvent,
+    WebSearchAction,
+    WebSearchCallCompleted,
+    WebSearchCallInProgress,
+    WebSearchCallSearching,
 )
 from ..errors import InvalidRequest, RunFailed, UpstreamFailed, UpstreamTimeout, status_of
 from ..ids import new_id
@@ -54,11 +83,59 @@ from ..inference.router import ModelRouter
 from ..inference.types import ChatMessage, ChatRequest, ChatToolCall, ToolSpec, Usage
 from ..log import logger
 from . import loop as L
+from .server_tools import McpEndpoint, ToolRuntime
 from .storage import ResponseStorage
 
 
 def _id(prefix: str) -> str:
     return f"{prefix}_{new_id().replace('-', '')}"
+
+
+@dataclass
+class _McpServer:
+    """An MCP server a request names: where it is, and what its tools may do."""
+
+    config: OpenAIResponseInputToolMCP
+    endpoint: McpEndpoint
+
+    def allows(self, name: str) -> bool:
+        allowed = self.config.allowed_tools
+        if allowed is None:
+            return True
+        names = allowed.tool_names if isinstance(allowed, McpToolFilter) else allowed
+        return names is None or name in names
+
+    def needs_approval(self, name: str) -> bool:
+        """OpenAI's rule: `never` runs every call, `always` none; with a filter, the tools it
+        lists under `never` run and every other call waits for approval."""
+        rule = self.config.require_approval
+        if isinstance(rule, str):
+            return rule == "always"
+        return not (_named(rule.never, name) and not _named(rule.always, name))
+
+
+def _named(names: list[str] | McpToolFilter | None, name: str) -> bool:
+    if isinstance(names, McpToolFilter):
+        names = names.tool_names
+    return name in (names or [])
+
+
+@dataclass
+class _ServerCall:
+    """What a call to a tool name is in this response's output."""
+
+    kind: Literal["mcp", "approval", "web_search"]
+    server: _McpServer | None = None
+
+
+@dataclass
+class _Approval:
+    """An `mcp_approval_response` of the input, the call it answers, and the tool message (in
+    the conversation, right after the call) its outcome fills."""
+
+    answer: OpenAIResponseMCPApprovalResponse
+    call: ChatToolCall
+    result: ChatMessage
 
 
 class ResponseRun:
@@ -74,6 +151,10 @@ class ResponseRun:
         context: list[ChatMessage],
         loop: L.AgentLoop,
         store: bool,
+        tools: ToolRuntime | None = None,
+        mcp: list[_McpServer] | None = None,
+        approvals: list[_Approval] | None = None,
+        server_calls: dict[str, _ServerCall] | None = None,
     ) -> None:
         self.storage = storage
         self.tenant = tenant
@@ -81,6 +162,11 @@ class ResponseRun:
         self.context = context  # the conversation up to and including this response's input
         self.loop = loop
         self.store = store
+        self.tools = tools
+        self.mcp = mcp or []  # listed before the first model call
+        self.approvals = approvals or []  # run (or declined) before the first model call
+        self._kinds = server_calls or {}  # tool name -> what its calls are; grows by listing
+        self._items: dict[str, Any] = {}  # call id -> its output item
         self.stream = loop.stream
         self._base = len(loop.request.messages)  # what the loop adds comes after
         self._sequence = 0
@@ -88,8 +174,8 @@ class ResponseRun:
         self._usage: Usage | None = None
         self._last_finish = "stop"
         self._text: OpenAIResponseMessage | None = None  # the message item being written
-        self._call: OpenAIResponseOutputMessageFunctionToolCall | None = None  # likewise
-        self._calls: dict[int, OpenAIResponseOutputMessageFunctionToolCall] = {}  # this reply's
+        self._call: Any = None  # likewise, the call item (of any kind) being written
+        self._calls: dict[int, Any] = {}  # this reply's call items, by index
 
     async def result(self) -> OpenAIResponseObject:
         """Run to the end without streaming: the response (completed or incomplete), or
@@ -107,6 +193,12 @@ class ResponseRun:
         yield self._event(ResponseCreated, response=snapshot)
         yield self._event(ResponseInProgress, response=snapshot)
         try:
+            for server in self.mcp:
+                async for out in self._list_tools(server):
+                    yield out
+            for approval in self.approvals:
+                async for out in self._answer_approval(approval):
+                    yield out
             async with aclosing(self.loop.run()) as events:
                 async for event in events:
                     for out in self._on(event):
@@ -139,15 +231,23 @@ class ResponseRun:
                 if index not in self._calls:
                     yield from self._close_call()
                     yield from self._open_call(index, call_id, name)
-                call = self._calls[index]
-                if arguments:
-                    call.arguments += arguments
-                    yield self._event(
-                        FunctionCallArgumentsDelta,
-                        item_id=call.id,
-                        output_index=self._index(call),
-                        delta=arguments,
-                    )
+                item = self._calls[index]
+                if arguments and hasattr(item, "arguments"):
+                    item.arguments += arguments
+                    kind = {
+                        OpenAIResponseOutputMessageFunctionToolCall: FunctionCallArgumentsDelta,
+                        OpenAIResponseOutputMessageMCPCall: McpCallArgumentsDelta,
+                    }.get(type(item))
+                    if kind is not None:
+                        yield self._event(
+                            kind, item_id=item.id, output_index=self._index(item), delta=arguments
+                        )
+            case L.ToolsStarted(calls=calls):
+                for call in calls:
+                    yield from self._tool_started(call)
+            case L.ToolsRan(results=results):
+                for result in results:
+                    yield from self._tool_ran(result)
             case L.ModelReplied(finish=finish, usage=usage):
                 yield from self._close_text()
                 yield from self._close_call()
@@ -190,24 +290,155 @@ class ResponseRun:
         yield self._event(OutputItemDone, item=item, output_index=index)
 
     def _open_call(self, index: int, call_id: str, name: str) -> Iterator[StreamEvent]:
-        call = OpenAIResponseOutputMessageFunctionToolCall(
-            id=_id("fc"), call_id=call_id, name=name, arguments="", status="in_progress"
-        )
-        self._calls[index] = self._call = call
-        self.response.output.append(call)
-        announced = call.model_copy()  # the event is sent later than the call grows
-        yield self._event(OutputItemAdded, item=announced, output_index=self._index(call))
+        """The item a call is: a function call for the client, an MCP call or a web search
+        run here, or a request for the caller's approval."""
+        kind = self._kinds.get(name)
+        item: Any
+        if kind is None:
+            item = OpenAIResponseOutputMessageFunctionToolCall(
+                id=_id("fc"), call_id=call_id, name=name, arguments="", status="in_progress"
+            )
+        elif kind.kind == "web_search":
+            item = OpenAIResponseOutputMessageWebSearchToolCall(id=_id("ws"), status="in_progress")
+        else:
+            assert kind.server is not None
+            label = kind.server.config.server_label
+            if kind.kind == "approval":  # its id is the call's, for the approval to name
+                item = OpenAIResponseMCPApprovalRequest(
+                    id=call_id, name=name, arguments="", server_label=label
+                )
+            else:
+                item = OpenAIResponseOutputMessageMCPCall(
+                    id=_id("mcp"), name=name, arguments="", server_label=label, status="in_progress"
+                )
+        self._calls[index] = self._call = self._items[call_id] = item
+        self.response.output.append(item)
+        announced = item.model_copy()  # the event is sent later than the item grows
+        yield self._event(OutputItemAdded, item=announced, output_index=self._index(item))
 
     def _close_call(self) -> Iterator[StreamEvent]:
-        call, self._call = self._call, None
-        if call is None:
+        """The model finished writing the call: a function call or an approval request is
+        complete; an MCP call or a web search still has to run."""
+        item, self._call = self._call, None
+        if item is None:
             return
-        index = self._index(call)
-        call.status = "completed"
-        yield self._event(
-            FunctionCallArgumentsDone, item_id=call.id, output_index=index, arguments=call.arguments
+        index = self._index(item)
+        if isinstance(item, OpenAIResponseOutputMessageFunctionToolCall):
+            item.status = "completed"
+            yield self._event(
+                FunctionCallArgumentsDone,
+                item_id=item.id,
+                output_index=index,
+                arguments=item.arguments,
+            )
+            yield self._event(OutputItemDone, item=item, output_index=index)
+        elif isinstance(item, OpenAIResponseOutputMessageMCPCall):
+            yield self._event(
+                McpCallArgumentsDone, item_id=item.id, output_index=index, arguments=item.arguments
+            )
+        elif isinstance(item, OpenAIResponseMCPApprovalRequest):
+            yield self._event(OutputItemDone, item=item, output_index=index)
+
+    def _tool_started(self, call: ChatToolCall) -> Iterator[StreamEvent]:
+        item = self._items.get(call.id)
+        if isinstance(item, OpenAIResponseOutputMessageMCPCall):
+            yield self._event(McpCallInProgress, item_id=item.id, output_index=self._index(item))
+        elif isinstance(item, OpenAIResponseOutputMessageWebSearchToolCall):
+            item.action = WebSearchAction(query=_argument(call.arguments, "query"))
+            item.status = "searching"
+            index = self._index(item)
+            yield self._event(WebSearchCallInProgress, item_id=item.id, output_index=index)
+            yield self._event(WebSearchCallSearching, item_id=item.id, output_index=index)
+
+    def _tool_ran(self, result: L.ToolResult) -> Iterator[StreamEvent]:
+        item = self._items.get(result.call.id)
+        if isinstance(item, OpenAIResponseOutputMessageMCPCall):
+            yield from self._mcp_call_done(item, result)
+        elif isinstance(item, OpenAIResponseOutputMessageWebSearchToolCall):
+            index = self._index(item)
+            item.status = "failed" if result.is_error else "completed"
+            yield self._event(WebSearchCallCompleted, item_id=item.id, output_index=index)
+            yield self._event(OutputItemDone, item=item, output_index=index)
+
+    def _mcp_call_done(
+        self, item: OpenAIResponseOutputMessageMCPCall, result: L.ToolResult
+    ) -> Iterator[StreamEvent]:
+        index = self._index(item)
+        if result.is_error:
+            text = [{"type": "text", "text": result.content}]
+            item.status, item.error = "failed", McpToolExecutionError(content=text)
+            yield self._event(McpCallFailed, item_id=item.id, output_index=index)
+        else:
+            item.status, item.output = "completed", result.content
+            yield self._event(McpCallCompleted, item_id=item.id, output_index=index)
+        yield self._event(OutputItemDone, item=item, output_index=index)
+
+    async def _list_tools(self, server: _McpServer) -> AsyncIterator[StreamEvent]:
+        """List an MCP server's tools as an `mcp_list_tools` item, and offer them to the model.
+        A server that cannot be listed is reported in the item; the response goes on without
+        its tools."""
+        assert self.tools is not None
+        label = server.config.server_label
+        item = OpenAIResponseOutputMessageMCPListTools(id=_id("mcpl"), server_label=label, tools=[])
+        self.response.output.append(item)
+        index = self._index(item)
+        yield self._event(OutputItemAdded, item=item.model_copy(), output_index=index)
+        yield self._event(McpListToolsInProgress, item_id=item.id, output_index=index)
+        try:
+            specs = await self.tools.mcp_tools(server.endpoint)
+        except Exception as err:
+            logger.warning("could not list an MCP server's tools", extra={"server": label})
+            item.error = str(err) or type(err).__name__
+            yield self._event(McpListToolsFailed, item_id=item.id, output_index=index)
+            yield self._event(OutputItemDone, item=item, output_index=index)
+            return
+        offered = {spec.name for spec in self.loop.request.tools}
+        for spec in specs:
+            if not server.allows(spec.name) or spec.name in offered:
+                continue  # a name taken by another tool keeps its first owner
+            offered.add(spec.name)
+            self.loop.request.tools.append(spec)
+            item.tools.append(
+                MCPListToolsTool(
+                    name=spec.name, description=spec.description, input_schema=spec.parameters
+                )
+            )
+            if server.needs_approval(spec.name):
+                self._kinds[spec.name] = _ServerCall("approval", server)
+            else:
+                self._kinds[spec.name] = _ServerCall("mcp", server)
+                self.loop.tools.server[spec.name] = self.tools.mcp_tool(server.endpoint, spec.name)
+        yield self._event(McpListToolsCompleted, item_id=item.id, output_index=index)
+        yield self._event(OutputItemDone, item=item, output_index=index)
+
+    async def _answer_approval(self, approval: _Approval) -> AsyncIterator[StreamEvent]:
+        """Run an approved call as an `mcp_call` item, or tell the model the caller declined."""
+        call, answer = approval.call, approval.answer
+        kind = self._kinds.get(call.name)
+        if not answer.approve:
+            reason = f": {answer.reason}" if answer.reason else ""
+            approval.result.content = f"The user declined the call to `{call.name}`{reason}"
+            return
+        if kind is None or kind.server is None or self.tools is None:
+            approval.result.content = f"Tool `{call.name}` is not offered in this request."
+            return
+        item = OpenAIResponseOutputMessageMCPCall(
+            id=_id("mcp"),
+            name=call.name,
+            arguments=call.arguments,
+            server_label=kind.server.config.server_label,
+            status="in_progress",
+            approval_request_id=answer.approval_request_id,
         )
-        yield self._event(OutputItemDone, item=call, output_index=index)
+        self.response.output.append(item)
+        index = self._index(item)
+        yield self._event(OutputItemAdded, item=item.model_copy(), output_index=index)
+        yield self._event(McpCallInProgress, item_id=item.id, output_index=index)
+        tool = self.tools.mcp_tool(kind.server.endpoint, call.name)
+        result = await L.run_tool(tool, call)
+        approval.result.content = result.content
+        for out in self._mcp_call_done(item, result):
+            yield out
 
     def _add_usage(self, usage: Usage | None) -> None:
         if usage is None:
@@ -291,27 +522,34 @@ class ResponseRun:
 
 class ResponsesEngine:
     def __init__(
-        self, storage: ResponseStorage, models: ModelRouter, limits: L.Limits = L.Limits()
+        self,
+        storage: ResponseStorage,
+        models: ModelRouter,
+        limits: L.Limits = L.Limits(),
+        tools: ToolRuntime | None = None,
     ) -> None:
         self.storage = storage
         self.models = models
         self.limits = limits
+        self.tools = tools  # None: only function tools
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
-        tools = _function_tools(body)
+        specs, mcp, server_tools, kinds = await self._tools(body)
         previous: list[ChatMessage] = []
         if body.previous_response_id:
             stored = await self.storage.context(tenant, body.previous_response_id)
             previous = [ChatMessage.from_dict(m) for m in stored]
         items = _input_items(body.input)
         current = previous + _input_messages(items)
+        approvals = _approvals(current, items)
+        _answer_forgotten_calls(current)
         system = [ChatMessage("system", body.instructions)] if body.instructions else []
         provider, model_id = self.models.resolve(body.model)
         text = body.text or OpenAIResponseText(format=OpenAIResponseTextFormat(type="text"))
         request = ChatRequest(
             model=model_id,
             messages=system + current,
-            tools=tools,
+            tools=specs,
             response_format=_response_format(text),
             temperature=body.temperature,
         )
@@ -331,7 +569,7 @@ class ResponsesEngine:
         loop = L.AgentLoop(
             provider,
             request,
-            L.Tools(client=None),
+            L.Tools(client=None, server=server_tools),
             max_iterations=body.max_infer_iters or 10,
             limits=self.limits,
             stream=bool(body.stream),
@@ -344,19 +582,112 @@ class ResponsesEngine:
             context=current,
             loop=loop,
             store=body.store is not False,
+            tools=self.tools,
+            mcp=mcp,
+            approvals=approvals,
+            server_calls=kinds,
         )
 
+    async def _tools(
+        self, body: CreateOpenaiResponseRequest
+    ) -> tuple[list[ToolSpec], list[_McpServer], dict[str, Any], dict[str, _ServerCall]]:
+        """The request's tools: function tools for the model to call and the client to run;
+        web search to run here; MCP servers (checked by the outbound guard now, listed when
+        the response runs). 400 for what cannot be served."""
+        specs: list[ToolSpec] = []
+        mcp: list[_McpServer] = []
+        server_tools: dict[str, Any] = {}
+        kinds: dict[str, _ServerCall] = {}
+        for tool in body.tools or []:
+            if isinstance(tool, OpenAIResponseInputToolFileSearch):
+                raise InvalidRequest("tool type 'file_search' is not available on this deployment")
+            server_side = OpenAIResponseInputToolMCP | OpenAIResponseInputToolWebSearch
+            if isinstance(tool, server_side) and self.tools is None:
+                raise InvalidRequest(f"tool type '{tool.type}' is not available on this deployment")
+            if isinstance(tool, OpenAIResponseInputToolMCP):
+                if any(s.config.server_label == tool.server_label for s in mcp):
+                    raise InvalidRequest(f"Two mcp tools have the label '{tool.server_label}'")
+                await self.tools.check_url(tool.server_url)
+                mcp.append(_McpServer(tool, _endpoint(tool)))
+            elif isinstance(tool, OpenAIResponseInputToolWebSearch):
+                spec, runner = self.tools.web_search()
+                specs.append(spec)
+                server_tools[spec.name] = runner
+                kinds[spec.name] = _ServerCall("web_search")
+            else:
+                parameters = tool.parameters or {"type": "object", "properties": {}}
+                specs.append(ToolSpec(tool.name, tool.description or "", parameters))
+        names = [spec.name for spec in specs]
+        if len(set(names)) < len(names):
+            raise InvalidRequest(f"Tool names must be unique; got {names}")
+        return specs, mcp, server_tools, kinds
 
-def _function_tools(body: CreateOpenaiResponseRequest) -> list[ToolSpec]:
-    specs = []
-    for tool in body.tools or []:
-        if not isinstance(tool, OpenAIResponseInputToolFunction):
+
+def _endpoint(tool: OpenAIResponseInputToolMCP) -> McpEndpoint:
+    headers = dict(tool.headers or {})
+    if tool.authorization:
+        headers["Authorization"] = f"Bearer {tool.authorization}"
+    return McpEndpoint(url=tool.server_url, label=tool.server_label, headers=headers)
+
+
+def _approvals(conversation: list[ChatMessage], items: list[Any]) -> list[_Approval]:
+    """The input's approval answers, each placed in the conversation as the result of the call
+    it answers (right after that call's other results); 400 for an answer to no waiting call."""
+    approvals = []
+    for answer in items:
+        if not isinstance(answer, OpenAIResponseMCPApprovalResponse):
+            continue
+        found = _waiting_call(conversation, answer.approval_request_id)
+        if found is None:
             raise InvalidRequest(
-                f"tool type '{tool.type}' is not available on this deployment; use function tools"
+                f"approval_request_id {answer.approval_request_id} names no call waiting for"
+                " approval in this conversation"
             )
-        parameters = tool.parameters or {"type": "object", "properties": {}}
-        specs.append(ToolSpec(tool.name, tool.description or "", parameters))
-    return specs
+        position, call = found
+        result = ChatMessage("tool", "", tool_call_id=call.id)
+        conversation.insert(position, result)
+        approvals.append(_Approval(answer, call, result))
+    return approvals
+
+
+def _waiting_call(conversation: list[ChatMessage], call_id: str) -> tuple[int, ChatToolCall] | None:
+    """The call with this id that has no result yet, and where its result goes."""
+    if any(m.role == "tool" and m.tool_call_id == call_id for m in conversation):
+        return None
+    for index, message in enumerate(conversation):
+        for call in message.tool_calls:
+            if call.id == call_id:
+                position = index + 1
+                while position < len(conversation) and conversation[position].role == "tool":
+                    position += 1
+                return position, call
+    return None
+
+
+def _answer_forgotten_calls(conversation: list[ChatMessage]) -> None:
+    """A call the conversation never answered (an approval request followed by a new question)
+    gets a result saying so: chat models refuse a call without one."""
+    answered = {m.tool_call_id for m in conversation if m.role == "tool"}
+    index = 0
+    while index < len(conversation):
+        calls = [c for c in conversation[index].tool_calls if c.id not in answered]
+        position = index + 1
+        while position < len(conversation) and conversation[position].role == "tool":
+            position += 1
+        if calls and position < len(conversation):  # at the end: the input answers it later
+            for call in calls:
+                note = f"No result: the call to `{call.name}` was not run."
+                conversation.insert(position, ChatMessage("tool", note, tool_call_id=call.id))
+                answered.add(call.id)
+        index += 1
+
+
+def _argument(arguments: str, name: str) -> str | None:
+    try:
+        value = json.loads(arguments or "{}").get(name)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _response_format(text: OpenAIResponseText) -> JsonSchemaResponseFormat | None:
@@ -422,4 +753,12 @@ def _input_messages(items: list[Any]) -> list[ChatMessage]:
                 messages.append(ChatMessage("assistant", "", tool_calls=[call]))
         elif isinstance(item, OpenAIResponseInputFunctionToolCallOutput):
             messages.append(ChatMessage("tool", item.output, tool_call_id=item.call_id))
+        elif isinstance(item, OpenAIResponseMCPApprovalRequest):
+            call = ChatToolCall(item.id, item.name, item.arguments)
+            messages.append(ChatMessage("assistant", "", tool_calls=[call]))
+        elif isinstance(item, OpenAIResponseOutputMessageMCPCall):
+            call = ChatToolCall(item.id, item.name, item.arguments)
+            messages.append(ChatMessage("assistant", "", tool_calls=[call]))
+            output = item.output if item.output is not None else str(item.error or "")
+            messages.append(ChatMessage("tool", output, tool_call_id=item.id))
     return messages

@@ -480,7 +480,6 @@ class TurnEngine:
             stream=stream,
         )
 
-
     async def _toolgroups(
         self,
         tenant: str,
