@@ -22,13 +22,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agents_core.api.agents import Agent, AgentConfig, Step, Turn
-from agents_core.api.responses import OpenAIResponseObjectWithInput
+from agents_core.api.responses import OpenAIResponseInput, OpenAIResponseObjectWithInput
 from agents_core.domain import (
     AWAITING_INPUT,
     COMPLETED,
     FAILED,
     FINISHED,
     RUNNING,
+    ConversationAppend,
     PausedTurn,
     SessionLock,
     TurnState,
@@ -39,6 +40,7 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticSerializationError
 
 _STEP = TypeAdapter(Step)
+_ITEM: TypeAdapter[Any] = TypeAdapter(OpenAIResponseInput)
 
 
 @dataclass
@@ -266,9 +268,17 @@ def _turn_json(turn: Turn, steps: list[Step]) -> str:
 
 
 @dataclass
+class _Conversation:
+    version: int = 0  # as the table's: items appended at v take v..v+n-1; a delete adds 1
+    items: list[str] = field(default_factory=list)  # each item as JSON, in order
+
+
+@dataclass
 class MemoryResponseStorage:
     #: (tenant, response id) -> (the response as JSON, its conversation)
     records: dict[tuple[str, str], tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    #: (tenant, conversation id) -> its items and version
+    conversations: dict[tuple[str, str], _Conversation] = field(default_factory=dict)
 
     async def context(self, tenant: str, response_id: str) -> list[dict[str, Any]]:
         record = self.records.get((tenant, response_id))
@@ -281,11 +291,43 @@ class MemoryResponseStorage:
         tenant: str,
         response: OpenAIResponseObjectWithInput,
         context: list[dict[str, Any]],
+        conversation: ConversationAppend | None = None,
     ) -> None:
-        self.records[(tenant, response.id)] = (_json(response), copy.deepcopy(context))
+        body = _json(response)
+        if conversation is not None:
+            found = self._conversation(tenant, conversation.conversation_id)
+            if found.version != conversation.version:
+                raise Conflict(f"Conversation {conversation.conversation_id} changed")
+            found.items += [_json(item) for item in conversation.items]
+            found.version += len(conversation.items)
+        self.records[(tenant, response.id)] = (body, copy.deepcopy(context))
+
+    async def conversation_context(
+        self, tenant: str, conversation_id: str
+    ) -> tuple[list[Any], int]:
+        found = self._conversation(tenant, conversation_id)
+        return [_ITEM.validate_json(item) for item in found.items], found.version
+
+    # --- for tests ------------------------------------------------------------------------------
+
+    def add_conversation(self, tenant: str, items: list[Any] = ()) -> str:
+        conversation_id = f"conv_{new_id().replace('-', '')}"
+        self.conversations[(tenant, conversation_id)] = _Conversation(
+            len(items), [_json(item) for item in items]
+        )
+        return conversation_id
+
+    def conversation_items(self, tenant: str, conversation_id: str) -> list[Any]:
+        return [_ITEM.validate_json(i) for i in self._conversation(tenant, conversation_id).items]
 
     def response(self, tenant: str, response_id: str) -> OpenAIResponseObjectWithInput:
         """A stored response, for tests."""
         return OpenAIResponseObjectWithInput.model_validate_json(
             self.records[(tenant, response_id)][0]
         )
+
+    def _conversation(self, tenant: str, conversation_id: str) -> _Conversation:
+        found = self.conversations.get((tenant, conversation_id))
+        if found is None:
+            raise NotFound(f"Conversation {conversation_id} not found")
+        return found

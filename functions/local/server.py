@@ -213,6 +213,8 @@ def build_local_app():
     from agents_core.store.schema import create_table_if_missing
     from agents_core.web.agents import router as agents_router
     from agents_core.web.app import create_app
+    from agents_core.web.conversations import router as conversations_router
+    from agents_core.web.discovery import router as discovery_router
     from agents_core.web.responses import router as responses_router
     from agents_core.web.turns import resume_router, turns_router
     from botocore.exceptions import BotoCoreError, ClientError
@@ -286,6 +288,8 @@ def build_local_app():
         turns_router,
         resume_router,
         responses_router,
+        conversations_router,
+        discovery_router,
         local,
         services=services,
         lifespan=lifespan,

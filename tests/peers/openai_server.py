@@ -38,6 +38,10 @@ class ScriptedOpenAI(LocalPeer):
         self.arrivals: list[float] = []  # time.perf_counter() of each request
         self.authorizations: list[str | None] = []  # each request's Authorization header
         self._replies: list[Reply] = []
+        #: What `GET /v1/models` lists.
+        self.models = [
+            {"id": "llama3.2:3b", "object": "model", "created": 1700000000, "owned_by": "ollama"}
+        ]
         self._lock = threading.Lock()
         script = self
 
@@ -62,11 +66,14 @@ class ScriptedOpenAI(LocalPeer):
                 script._serve(self, body, reply)
 
             def do_GET(self) -> None:
-                """`/v1/_journal`: what the peer recorded, for a client in another process."""
+                """`/v1/_journal`: what the peer recorded, for a client in another process;
+                `/v1/models`: the models it lists, as OpenAI's API does."""
                 with script._lock:
                     journal = {"arrivals": script.arrivals, "requests": script.requests[-1:]}
+                if self.path == "/v1/models":
+                    journal = {"object": "list", "data": script.models}
                 payload = json.dumps(journal).encode()
-                self.send_response(200 if self.path == "/v1/_journal" else 404)
+                self.send_response(200 if self.path in ("/v1/_journal", "/v1/models") else 404)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()

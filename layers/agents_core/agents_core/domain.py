@@ -6,6 +6,7 @@ keeps them; plain values only, nothing of DynamoDB.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .api.agents import Turn
 from .api.common import ToolCall
@@ -51,3 +52,14 @@ class PausedTurn:
     state: TurnState
     last_turn: str | None = None  # the session's last finished turn: stable while paused
     expires_at: int | None = None
+
+
+@dataclass
+class ConversationAppend:
+    """What a response adds to its conversation when it ends: its input and output items,
+    appended only if the conversation is still at `version`, the one its context was read at
+    (else Conflict, and nothing of the response is stored)."""
+
+    conversation_id: str
+    version: int
+    items: list[Any] = field(default_factory=list)  # Responses API items, each with an id

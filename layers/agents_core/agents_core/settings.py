@@ -41,6 +41,9 @@ class Settings:
     #: Inside Lambda a request without a caller identity is refused (401); `default` is for the
     #: local server only.
     require_caller: bool = False
+    #: Bedrock model ids the deployment names (BEDROCK_MODEL_IDS, comma-separated), listed by
+    #: `GET /v1/models` as `bedrock/<id>`; id prefixes ending in `*` are not listed.
+    bedrock_model_ids: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -68,4 +71,7 @@ class Settings:
             event_bus_name=os.environ.get("EVENT_BUS_NAME", cls.event_bus_name),
             trust_request_context_header=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
             require_caller=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
+            bedrock_model_ids=tuple(
+                m.strip() for m in os.environ.get("BEDROCK_MODEL_IDS", "").split(",") if m.strip()
+            ),
         )

@@ -353,6 +353,16 @@ class OpenAIDeleteResponseObject(ApiModel):
     deleted: bool = True
 
 
+#: Ids in keys or paths: letters, digits, `_` and `-` (so they cannot inject key separators).
+ID = r"^[A-Za-z0-9_-]{1,128}$"
+
+
+class ConversationReference(ApiModel):
+    """`conversation` as an object: `{"id": "conv_..."}`."""
+
+    id: str = Field(pattern=ID)
+
+
 class CreateOpenaiResponseRequest(ApiModel):
     input: str | list[OpenAIResponseInput]
     # Both end up in DynamoDB keys (partition keys hold at most 2,048 bytes): bounded here,
@@ -366,6 +376,7 @@ class CreateOpenaiResponseRequest(ApiModel):
     text: OpenAIResponseText | None = None
     tools: list[OpenAIResponseInputTool] | None = None
     max_infer_iters: int | None = Field(default=10, ge=1)
+    conversation: Annotated[str, Field(pattern=ID)] | ConversationReference | None = None
 
 
 # --- stream events -------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from .. import metrics
 from ..api.common import JsonSchemaResponseFormat
+from ..api.conversations import as_conversation_item
 from ..api.responses import (
     ContentPartAdded,
     ContentPartDone,
@@ -77,6 +78,7 @@ from ..api.responses import (
     WebSearchCallInProgress,
     WebSearchCallSearching,
 )
+from ..domain import ConversationAppend
 from ..errors import InvalidRequest, RunFailed, UpstreamFailed, UpstreamTimeout, status_of
 from ..ids import new_id
 from ..inference.router import ModelRouter
@@ -155,8 +157,10 @@ class ResponseRun:
         mcp: list[_McpServer] | None = None,
         approvals: list[_Approval] | None = None,
         server_calls: dict[str, _ServerCall] | None = None,
+        conversation: ConversationAppend | None = None,
     ) -> None:
         self.storage = storage
+        self.conversation = conversation  # where its items go when it ends, read at a version
         self.tenant = tenant
         self.response = response
         self.context = context  # the conversation up to and including this response's input
@@ -483,15 +487,19 @@ class ResponseRun:
         self.response.error = error
         if self.store:
             try:
-                await self.storage.save(self.tenant, self.response, self._conversation())
+                await self.storage.save(
+                    self.tenant, self.response, self._conversation(), self._appended()
+                )
             except Exception as err:
-                if status_of(err) != 503:
+                if status_of(err) not in (409, 404, 413, 503):
                     raise
                 logger.warning("response not stored", extra={"response_id": self.response.id})
-                message = "Storage is unavailable for a moment; the response was not stored"
-                self._failure = RunFailed(503, message, response_id=self.response.id)
+                error = _not_stored(err)
+                self._failure = RunFailed(
+                    status_of(err), error.message, response_id=self.response.id
+                )
                 self.response.status = status = "failed"
-                self.response.error = OpenAIResponseError(code="server_error", message=message)
+                self.response.error = error
         kind = {"completed": ResponseCompleted, "incomplete": ResponseIncomplete}.get(
             status, ResponseFailed
         )
@@ -504,6 +512,16 @@ class ResponseRun:
         added = [] if self.response.status == "failed" else self.loop.request.messages[self._base :]
         kept = [m for m in added if m.role != "assistant" or m.content or m.tool_calls]
         return [m.to_dict() for m in self.context + kept]
+
+    def _appended(self) -> ConversationAppend | None:
+        """A response in a conversation adds its input and output items to it when it ends,
+        unless it failed (then nothing)."""
+        if self.conversation is None or self.response.status == "failed":
+            return None
+        items = [as_conversation_item(i, _id) for i in self.response.input + self.response.output]
+        return ConversationAppend(
+            self.conversation.conversation_id, self.conversation.version, items
+        )
 
     def _index(self, item: Any) -> int:
         return self.response.output.index(item)
@@ -535,7 +553,8 @@ class ResponsesEngine:
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
         specs, mcp, server_tools, kinds = await self._tools(body)
-        previous: list[ChatMessage] = []
+        conversation = await self._in_conversation(tenant, body)
+        previous: list[ChatMessage] = conversation[1] if conversation is not None else []
         if body.previous_response_id:
             stored = await self.storage.context(tenant, body.previous_response_id)
             previous = [ChatMessage.from_dict(m) for m in stored]
@@ -586,7 +605,25 @@ class ResponsesEngine:
             mcp=mcp,
             approvals=approvals,
             server_calls=kinds,
+            conversation=conversation[0] if conversation is not None else None,
         )
+
+    async def _in_conversation(
+        self, tenant: str, body: CreateOpenaiResponseRequest
+    ) -> tuple[ConversationAppend, list[ChatMessage]] | None:
+        """A response in a conversation continues it: its items as the context, and the version
+        they were read at, which the append of this response's items must still find."""
+        if body.conversation is None:
+            return None
+        if body.previous_response_id:
+            raise InvalidRequest("conversation and previous_response_id cannot be used together")
+        if body.store is False:
+            raise InvalidRequest("a response in a conversation is stored: store cannot be false")
+        conversation_id = body.conversation
+        if not isinstance(conversation_id, str):
+            conversation_id = conversation_id.id
+        items, version = await self.storage.conversation_context(tenant, conversation_id)
+        return ConversationAppend(conversation_id, version), _input_messages(items)
 
     async def _tools(
         self, body: CreateOpenaiResponseRequest
@@ -621,6 +658,17 @@ class ResponsesEngine:
         if len(set(names)) < len(names):
             raise InvalidRequest(f"Tool names must be unique; got {names}")
         return specs, mcp, server_tools, kinds
+
+
+def _not_stored(err: Exception) -> OpenAIResponseError:
+    """Why a finished response could not be stored: storage unavailable, or (a response in a
+    conversation) the conversation changed meanwhile, is gone, or takes no more items at once."""
+    status = status_of(err)
+    if status == 503:
+        message = "Storage is unavailable for a moment; the response was not stored"
+        return OpenAIResponseError(code="server_error", message=message)
+    code = {409: "conversation_conflict", 404: "conversation_not_found"}.get(status, "too_large")
+    return OpenAIResponseError(code=code, message=f"{err}; the response was not stored")
 
 
 def _endpoint(tool: OpenAIResponseInputToolMCP) -> McpEndpoint:

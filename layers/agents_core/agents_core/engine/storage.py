@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from ..api.agents import Agent, Step, Turn
 from ..api.responses import OpenAIResponseObjectWithInput
-from ..domain import PausedTurn, SessionLock, TurnState
+from ..domain import ConversationAppend, PausedTurn, SessionLock, TurnState
 
 #: A chat message as stored in a history (`ChatMessage.to_dict()`).
 StoredMessage = dict[str, Any]
@@ -94,4 +94,17 @@ class ResponseStorage(Protocol):
         tenant: str,
         response: OpenAIResponseObjectWithInput,
         context: list[StoredMessage],
-    ) -> None: ...
+        conversation: ConversationAppend | None = None,
+    ) -> None:
+        """Store the response; with `conversation`, append its items to that conversation in
+        the same write: Conflict when the conversation changed since its context was read,
+        NotFound when it is gone, TooLarge for more items than one write takes. Nothing is
+        stored then."""
+        ...
+
+    async def conversation_context(
+        self, tenant: str, conversation_id: str
+    ) -> tuple[list[Any], int]:
+        """A conversation's items (Responses API items, in order) and its version, the one an
+        append of what the response adds must name (NotFound)."""
+        ...

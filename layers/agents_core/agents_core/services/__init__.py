@@ -48,6 +48,26 @@ class Services:
         return ResponseStore(self.dynamodb, self.settings.table_name)
 
     @cached_property
+    def conversations(self):
+        """Conversations and their items (OpenAI Conversations API)."""
+        from .conversations import ConversationService
+
+        return ConversationService(self.conversation_store)
+
+    @cached_property
+    def conversation_store(self):
+        from ..store.conversations import ConversationStore
+
+        return ConversationStore(self.dynamodb, self.settings.table_name)
+
+    @cached_property
+    def model_catalog(self):
+        """What `GET /v1/models` lists: the offline model, the endpoint's, Bedrock ids."""
+        from ..inference.catalog import ModelCatalog
+
+        return ModelCatalog(self.models.settings, self.settings.bedrock_model_ids)
+
+    @cached_property
     def models(self):
         """Model id to provider routing (CRUD functions never need it)."""
         from ..inference.router import InferenceSettings, ModelRouter
@@ -96,7 +116,8 @@ class Services:
         from ..engine.responses import ResponsesEngine
         from ..store.engine_storage import DynamoResponseStorage
 
-        return ResponsesEngine(DynamoResponseStorage(self.responses), self.models, self.limits)
+        storage = DynamoResponseStorage(self.responses, self.conversation_store)
+        return ResponsesEngine(storage, self.models, self.limits)
 
 
 def build_services(settings: Settings, dynamodb: Any = None, events: Any = None) -> Services:

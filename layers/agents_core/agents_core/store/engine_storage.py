@@ -16,7 +16,9 @@ from ..log import logger
 if TYPE_CHECKING:
     from ..api.agents import Agent, Step, Turn
     from ..api.responses import OpenAIResponseObjectWithInput
+    from ..domain import ConversationAppend
     from .agents import AgentStore
+    from .conversations import ConversationStore
     from .responses import ResponseStore
     from .turns import HeldSession, TurnStore
 
@@ -104,13 +106,27 @@ async def _landed(lock: HeldSession) -> None:
 
 
 class DynamoResponseStorage:
-    def __init__(self, responses: ResponseStore) -> None:
+    def __init__(self, responses: ResponseStore, conversations: ConversationStore) -> None:
         self._responses = responses
+        self._conversations = conversations
 
     async def context(self, tenant: str, response_id: str) -> list[Any]:
         return await asyncio.to_thread(self._responses.context, tenant, response_id)
 
     async def save(
-        self, tenant: str, response: OpenAIResponseObjectWithInput, context: list[Any]
+        self,
+        tenant: str,
+        response: OpenAIResponseObjectWithInput,
+        context: list[Any],
+        conversation: ConversationAppend | None = None,
     ) -> None:
-        await asyncio.to_thread(self._responses.save, tenant, response, context)
+        if conversation is None:
+            await asyncio.to_thread(self._responses.save, tenant, response, context)
+            return
+        writes = self._responses.writes(tenant, response, context)
+        await asyncio.to_thread(self._conversations.append, tenant, conversation, writes)
+
+    async def conversation_context(
+        self, tenant: str, conversation_id: str
+    ) -> tuple[list[Any], int]:
+        return await asyncio.to_thread(self._conversations.context, tenant, conversation_id)

@@ -93,3 +93,38 @@ def responses_gsi1pk(tenant: str) -> str:
 
 def responses_by_model_gsi2pk(tenant: str, model: str) -> str:
     return f"{_tenant(tenant)}#RESPONSES#MODEL#{model}"
+
+
+# --- conversations (OpenAI Conversations API) ---------------------------------------------
+
+CONVERSATION = "CONVERSATION"  # sorts before its items (ITEM#) and their parts (PART#)
+ITEM_PREFIX = "ITEM#"
+ITEM_PART_PREFIX = "PART#"
+
+
+def conversation_pk(tenant: str, conversation_id: str) -> str:
+    return f"{_tenant(tenant)}#CONVERSATION#{conversation_id}"
+
+
+def conversations_gsi1pk(tenant: str) -> str:
+    return f"{_tenant(tenant)}#CONVERSATIONS"
+
+
+def conversation_items_gsi2pk(tenant: str, conversation_id: str) -> str:
+    """Items of a conversation by item id (GSI2SK = the item id)."""
+    return f"{conversation_pk(tenant, conversation_id)}#ITEMS"
+
+
+def item_sk(seq: int) -> str:
+    """An item's place in its conversation: sequence numbers sort as text."""
+    return f"{ITEM_PREFIX}{seq:010d}"
+
+
+def seq_of_item(sk: str) -> int:
+    return int(sk.removeprefix(ITEM_PREFIX))
+
+
+def item_parts_prefix(seq: int, token: str) -> str:
+    """Parts of a large item, apart from the items (a page of items reads no parts) and
+    named by their writer's token (a writer that lost a race never overwrites a winner's)."""
+    return f"{ITEM_PART_PREFIX}{seq:010d}#{token}#"

@@ -26,6 +26,16 @@ class ResponseStore:
     def save(
         self, tenant: str, response: OpenAIResponseObjectWithInput, context: list[dict[str, Any]]
     ) -> None:
+        parts, heads = self.writes(tenant, response, context)
+        if parts:
+            self._t.put_all(parts)
+        self._t.client.transact_write_items(TransactItems=heads)
+
+    def writes(
+        self, tenant: str, response: OpenAIResponseObjectWithInput, context: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(parts to write first, the transaction's Puts): a response's records, for `save`
+        or for a transaction that also appends to its conversation."""
         pk = keys.response_pk(tenant, response.id)
         indexes = {
             "GSI1PK": {"S": keys.responses_gsi1pk(tenant)},
@@ -37,14 +47,8 @@ class ResponseStore:
         context_head, *context_parts = encode(
             key(pk, keys.CONTEXT), {"context": json.dumps(context)}
         )
-        if parts or context_parts:
-            self._t.put_all(parts + context_parts)
-        self._t.client.transact_write_items(
-            TransactItems=[
-                {"Put": {"TableName": self._t.name, "Item": head}},
-                {"Put": {"TableName": self._t.name, "Item": context_head}},
-            ]
-        )
+        puts = [{"Put": {"TableName": self._t.name, "Item": item}} for item in (head, context_head)]
+        return parts + context_parts, puts
 
     def get(self, tenant: str, response_id: str) -> OpenAIResponseObjectWithInput:
         items = self._records(tenant, response_id, keys.RESPONSE)

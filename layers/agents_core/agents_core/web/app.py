@@ -6,9 +6,11 @@ import warnings
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 from pydantic.warnings import UnsupportedFieldAttributeWarning
 
 from ..services import Services
+from .common import ALIASES
 from .errors import install_error_handlers
 from .openapi import install_openapi
 
@@ -26,4 +28,32 @@ def create_app(*routers: APIRouter, services: Services, lifespan: Any = None) ->
     install_openapi(app)
     for router in routers:
         app.include_router(router)
+        app.include_router(_aliases(router))
     return app
+
+
+def _aliases(router: APIRouter) -> APIRouter:
+    """The router's routes under an aliased prefix (`common.ALIASES`), at the alias: the same
+    endpoints, statuses and documentation."""
+    aliases = APIRouter()
+    for route in router.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        for prefix, alias in ALIASES:
+            if route.path == prefix or route.path.startswith(prefix + "/"):
+                aliases.add_api_route(
+                    alias + route.path[len(prefix) :],
+                    route.endpoint,
+                    methods=sorted(route.methods),
+                    status_code=route.status_code,
+                    responses=route.responses,
+                    tags=route.tags,
+                    dependencies=route.dependencies,
+                    summary=route.summary,
+                    description=route.description,
+                    response_class=route.response_class,
+                    response_model=route.response_model,
+                    include_in_schema=route.include_in_schema,
+                    name=route.name,
+                )
+    return aliases

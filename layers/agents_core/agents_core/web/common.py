@@ -15,6 +15,23 @@ SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
 TurnId = Annotated[str, Path(pattern=ID_PATTERN)]
 StepId = Annotated[str, Path(pattern=ID_PATTERN)]
 
+#: Routes also served under a second prefix, where other clients call them: the OpenAI routes
+#: under both `/v1/` (`OpenAI(base_url=".../v1")`) and `/v1/openai/v1/` (Llama Stack's
+#: OpenAI-compatible prefix), the Agents routes under `/v1alpha/` (llama-stack-client 0.3+).
+ALIASES = (
+    ("/v1/openai/v1/responses", "/v1/responses"),
+    ("/v1/conversations", "/v1/openai/v1/conversations"),
+    ("/v1/agents", "/v1alpha/agents"),
+)
+
+
+def canonical(path: str) -> str:
+    """The path a route is defined at, for a path served under an alias prefix."""
+    for prefix, alias in ALIASES:
+        if path == alias or path.startswith(alias + "/"):
+            return prefix + path[len(alias) :]
+    return path
+
 
 def json_response(model: BaseModel, status_code: int = 200) -> Response:
     """Serialize once with pydantic; each route names its model under `responses` for the docs."""

@@ -9,6 +9,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from .common import canonical
+
 _DETAIL = {
     "application/json": {
         "schema": {
@@ -21,12 +23,14 @@ _DETAIL = {
 
 #: Routes that run a turn or a response: the model can fail (502) or run out of time (504).
 _RUNS = ("/turn", "/resume", "/responses")
-#: Routes whose state can refuse the change: a busy session, a turn not awaiting input.
-_CONFLICTS = ("/turn", "/resume")
+#: Routes whose state can refuse the change: a busy session, a turn not awaiting input, a
+#: conversation changed while a response in it ran, items added too fast.
+_CONFLICTS = ("/turn", "/resume", "/responses", "/items")
 
 
 def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str]:
     """The error statuses an operation can answer, with what each means."""
+    path = canonical(path)
     out = {"400": "Invalid request (the validation message in `detail`)"}
     if "{" in path:
         out["404"] = "Not found, or another tenant's"
@@ -37,7 +41,13 @@ def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str
         out["413"] = "Too large to store"
     agents_delete = method == "delete" and path.startswith("/v1/agents/")
     if agents_delete or (method == "post" and path.endswith(_CONFLICTS)):
-        out["409"] = "The state does not allow it (a turn is running or not awaiting input)"
+        out["409"] = (
+            "The state does not allow it (a turn is running or not awaiting input; a"
+            " conversation changed meanwhile)"
+        )
+    if method == "post" and path == "/v1/openai/v1/responses":
+        out["404"] = "previous_response_id or conversation not found, or another tenant's"
+        out["413"] = "Too many items for the conversation at once (a response in a conversation)"
     if method == "post" and path.endswith(_RUNS):
         out["502"] = "The model failed (`detail`, and the run's id)"
         out["504"] = "The model ran out of time"

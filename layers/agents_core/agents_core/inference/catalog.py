@@ -1,0 +1,104 @@
+"""The models this stack can serve, for `GET /v1/models`: the offline model, every model the
+OpenAI-compatible endpoint lists at `{base}/models`, and the Bedrock ids the deployment names.
+
+The endpoint's list is fetched with a short timeout and kept for a minute; when the endpoint
+cannot be reached (or answers nonsense) its models are left out, with a log line, and the
+failure is kept for 10 seconds, so a down endpoint does not slow every listing.
+
+    catalog = ModelCatalog(inference_settings, bedrock_model_ids=("anthropic.claude-3-haiku",))
+    for entry in await catalog.models(): ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+from ..log import logger
+from .router import BEDROCK_PREFIX, OFFLINE_MODEL, InferenceSettings
+
+LIST_TIMEOUT_SECONDS = 3.0
+KEEP_SECONDS = 60.0
+KEEP_FAILURE_SECONDS = 10.0
+#: The most of the endpoint's list kept (and the bytes read of it).
+MAX_LISTED = 1000
+MAX_LIST_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    id: str  # what a request names as `model`
+    provider_id: str  # offline | openai | bedrock
+    provider_resource_id: str  # the id the provider is sent
+    created: int = 0
+    owned_by: str = "serverless-agents"
+
+
+class ModelCatalog:
+    def __init__(
+        self, settings: InferenceSettings, bedrock_model_ids: tuple[str, ...] = ()
+    ) -> None:
+        self.settings = settings
+        self.bedrock_model_ids = bedrock_model_ids
+        self._endpoint: tuple[float, list[ModelEntry]] | None = None  # (until, models)
+
+    async def models(self) -> list[ModelEntry]:
+        out = [ModelEntry(OFFLINE_MODEL, "offline", OFFLINE_MODEL)]
+        if self.settings.openai_base_url:
+            out += await self._endpoint_models()
+        # An id prefix (`anthropic.*`, as the template's policy takes them) names no model.
+        out += [
+            ModelEntry(f"{BEDROCK_PREFIX}{model}", "bedrock", model)
+            for model in self.bedrock_model_ids
+            if model and not model.endswith("*")
+        ]
+        return out
+
+    async def _endpoint_models(self) -> list[ModelEntry]:
+        now = time.monotonic()
+        if self._endpoint is not None and self._endpoint[0] > now:
+            return self._endpoint[1]
+        try:
+            models = await self._fetch()
+            self._endpoint = (now + KEEP_SECONDS, models)
+        except Exception as err:  # any failure: the listing goes on without them
+            logger.warning(
+                "model endpoint list unavailable", extra={"error": f"{type(err).__name__}: {err}"}
+            )
+            models = []
+            self._endpoint = (now + KEEP_FAILURE_SECONDS, models)
+        return models
+
+    async def _fetch(self) -> list[ModelEntry]:
+        import httpx
+
+        key = self.settings.openai_api_key
+        if key is None and self.settings.openai_api_key_secret_id:
+            from ..secrets import model_api_key
+
+            key = await asyncio.to_thread(model_api_key, self.settings.openai_api_key_secret_id)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        url = f"{self.settings.openai_base_url.rstrip('/')}/models"
+        async with (
+            httpx.AsyncClient(timeout=LIST_TIMEOUT_SECONDS) as client,
+            client.stream("GET", url, headers=headers) as response,
+        ):
+            response.raise_for_status()
+            body = b""
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_LIST_BYTES:
+                    raise ValueError(f"the list is larger than {MAX_LIST_BYTES} bytes")
+        data = json.loads(body)["data"]
+        return [
+            ModelEntry(
+                str(m["id"]),
+                "openai",
+                str(m["id"]),
+                int(m.get("created") or 0),
+                str(m.get("owned_by") or "openai"),
+            )
+            for m in data[:MAX_LISTED]
+        ]
