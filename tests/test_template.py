@@ -204,15 +204,42 @@ def test_alarms_watch_the_dead_letter_queue_and_each_functions_errors_and_thrott
     assert subscription["Properties"]["Endpoint"] == "!Ref AlarmEmail"
 
 
-STREAMED = {
-    ("/v1/agents/{agent_id}/session/{session_id}/turn", "post"),
-    ("/v1/agents/{agent_id}/session/{session_id}/turn/{turn_id}/resume", "post"),
-    ("/v1/openai/v1/responses", "post"),
-    ("/v1/openai/v1/responses", "get"),
-    ("/v1/openai/v1/responses/{response_id}", "get"),
-    ("/v1/openai/v1/responses/{response_id}", "delete"),
-    ("/v1/openai/v1/responses/{response_id}/input_items", "get"),
+_RESPONSES = {
+    ("", "post"),
+    ("", "get"),
+    ("/{response_id}", "get"),
+    ("/{response_id}", "delete"),
+    ("/{response_id}/input_items", "get"),
 }
+_CONVERSATIONS = {
+    ("", "post"),
+    ("", "get"),
+    ("/{conversation_id}", "get"),
+    ("/{conversation_id}", "post"),
+    ("/{conversation_id}", "delete"),
+    ("/{conversation_id}/items", "post"),
+    ("/{conversation_id}/items", "get"),
+    ("/{conversation_id}/items/{item_id}", "get"),
+    ("/{conversation_id}/items/{item_id}", "delete"),
+}
+STREAMED = (
+    {
+        (f"{agents}/{{agent_id}}/session/{{session_id}}/turn{rest}", "post")
+        for agents in ("/v1/agents", "/v1alpha/agents")
+        for rest in ("", "/{turn_id}/resume")
+    }
+    | {
+        (f"{prefix}/responses{path}", method)
+        for prefix in ("/v1/openai/v1", "/v1")
+        for path, method in _RESPONSES
+    }
+    | {
+        (f"{prefix}/conversations{path}", method)
+        for prefix in ("/v1", "/v1/openai/v1")
+        for path, method in _CONVERSATIONS
+    }
+    | {("/v1/models", "get"), ("/v1/openai/v1/models", "get"), ("/v1/health", "get")}
+)
 
 
 def sam_transform() -> dict:
@@ -235,6 +262,39 @@ def sam_transform() -> dict:
     return transform(yaml_parse(text), {}, Policies())
 
 
+def test_every_route_of_the_apps_is_deployed_and_nothing_else():
+    """The routes the functions' apps serve (aliases included) are the template's, each on the
+    function whose app serves it."""
+    from agents_core.services import Services
+    from agents_core.settings import Settings
+    from agents_core.web.agents import router as agents_router
+    from agents_core.web.app import create_app
+    from agents_core.web.conversations import router as conversations_router
+    from agents_core.web.discovery import router as discovery_router
+    from agents_core.web.responses import router as responses_router
+    from agents_core.web.turns import resume_router, turns_router
+
+    apps = {
+        "AgentsFunction": (agents_router,),
+        "TurnsFunction": (turns_router,),
+        "ResumeFunction": (resume_router,),
+        "ResponsesFunction": (responses_router, conversations_router, discovery_router),
+    }
+    resources = template()["Resources"]
+    for name, routers in apps.items():
+        app = create_app(*routers, services=Services(Settings()))
+        served = {
+            (path, method)
+            for path, operations in app.openapi()["paths"].items()
+            for method in operations
+        }
+        events = resources[name]["Properties"]["Events"].values()
+        deployed = {
+            (e["Properties"]["Path"], e["Properties"]["Method"]) for e in events if e["Type"] == "Api"
+        }
+        assert served == deployed, name
+
+
 def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
     """SAM ignores a ResponseTransferMode it does not know (STREAM): the route then deploys
     buffered, cut at 29 seconds, and nothing else notices."""
@@ -255,7 +315,7 @@ def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
                 assert uri.endswith("/invocations"), (path, method)
                 buffered.add((path, method))
     assert streamed == STREAMED
-    assert len(buffered) == 10  # the agents function's routes (Mangum, no Web Adapter)
+    assert len(buffered) == 20  # the agents function's routes (Mangum), under /v1 and /v1alpha
     stage = next(r for r in resources.values() if r["Type"] == "AWS::ApiGateway::Stage")
     assert stage["Properties"]["AccessLogSetting"]["DestinationArn"] == {
         "Fn::GetAtt": ["ApiAccessLogs", "Arn"]
