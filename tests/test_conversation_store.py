@@ -216,3 +216,57 @@ def test_the_models_route_answers_when_the_endpoint_does_not(dynamodb):
         answer = http.get("/v1/openai/v1/models")
     assert answer.status_code == 200
     assert [m["id"] for m in answer.json()["data"]] == ["offline"]
+
+
+def test_the_responses_function_serves_conversations_with_the_rights_it_is_given(dynamodb):
+    """Every conversation route through the deployed function's app (as API Gateway calls it),
+    and every DynamoDB action they make is one template.yaml grants the function."""
+    import json
+
+    from mangum import Mangum
+
+    from .lambda_support import LambdaContext, load_event, load_function, record_dynamodb_actions
+    from .test_template import table_actions
+
+    function = load_function("responses")
+    calls = record_dynamodb_actions(function)
+
+    def call(method: str, path: str, body: dict | None = None, query: dict | None = None):
+        event = load_event("responses/get_response.json")
+        event.update(
+            httpMethod=method,
+            path=path,
+            resource=path,
+            pathParameters=None,
+            queryStringParameters=query,
+            multiValueQueryStringParameters={k: [v] for k, v in (query or {}).items()} or None,
+            body=json.dumps(body) if body is not None else None,
+        )
+        if body is not None:
+            event["headers"]["Content-Type"] = "application/json"
+            event["multiValueHeaders"]["Content-Type"] = ["application/json"]
+        answer = Mangum(function.app, lifespan="off")(event, LambdaContext())
+        return answer["statusCode"], json.loads(answer["body"])
+
+    status, conversation = call("POST", "/v1/conversations", {"metadata": {"a": "b"}})
+    assert status == 200
+    base = f"/v1/openai/v1/conversations/{conversation['id']}"
+    assert call("POST", base, {"metadata": {"a": "c"}})[1]["metadata"] == {"a": "c"}
+    status, added = call("POST", f"{base}/items", {"items": [{"role": "user", "content": "hi"}]})
+    item_id = added["data"][0]["id"]
+    reply = call(
+        "POST",
+        "/v1/responses",
+        {"model": "offline", "input": "again", "conversation": conversation["id"]},
+    )
+    assert reply[1]["status"] == "completed"
+    status, listed = call("GET", f"{base}/items", query={"order": "asc", "limit": "10"})
+    assert [i["type"] for i in listed["data"]] == ["message"] * 3
+    assert call("GET", f"{base}/items/{item_id}")[1]["id"] == item_id
+    assert call("DELETE", f"{base}/items/{item_id}")[0] == 200
+    assert [c["id"] for c in call("GET", "/v1/conversations")[1]["data"]] == [conversation["id"]]
+    assert call("DELETE", base)[1]["deleted"] is True
+    assert call("GET", base)[0] == 404
+    missing = calls - table_actions("ResponsesFunction")
+    assert not missing, f"ResponsesFunction calls {sorted(missing)} without the permission"
+    assert {"dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem"} <= calls

@@ -290,7 +290,9 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
         }
         events = resources[name]["Properties"]["Events"].values()
         deployed = {
-            (e["Properties"]["Path"], e["Properties"]["Method"]) for e in events if e["Type"] == "Api"
+            (e["Properties"]["Path"], e["Properties"]["Method"])
+            for e in events
+            if e["Type"] == "Api"
         }
         assert served == deployed, name
 
