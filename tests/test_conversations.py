@@ -296,3 +296,24 @@ def test_models_lists_offline_the_endpoints_models_and_bedrock_ids(base, compat,
 def test_health(base):
     answer = httpx.get(f"{base}/v1/health")
     assert answer.status_code == 200 and answer.json() == {"status": "OK"}
+
+
+def test_the_agents_routes_answer_under_v1alpha_as_newer_clients_call_them(base, model):
+    """llama-stack-client 0.3+ calls `client.alpha.agents` at /v1alpha/agents/...: the same
+    routes, the same data as under /v1."""
+    alpha = f"{base}/v1alpha/agents"
+    agent = httpx.post(alpha, json={"agent_config": {"model": "m", "instructions": "Be brief."}})
+    agent_id = agent.json()["agent_id"]
+    assert httpx.get(f"{base}/v1/agents/{agent_id}").json()["agent_id"] == agent_id
+    session = httpx.post(f"{alpha}/{agent_id}/session", json={"session_name": "s"}).json()
+    model.reply(text="Hello from alpha")
+    turn = httpx.post(
+        f"{alpha}/{agent_id}/session/{session['session_id']}/turn",
+        json={"messages": [{"role": "user", "content": "hi"}], "stream": False},
+        timeout=30,
+    ).json()
+    assert turn["output_message"]["content"] == "Hello from alpha"
+    url = f"{alpha}/{agent_id}/session/{session['session_id']}/turn/{turn['turn_id']}"
+    assert httpx.get(url).json()["turn_id"] == turn["turn_id"]
+    assert httpx.delete(f"{alpha}/{agent_id}").status_code == 204
+    assert httpx.get(f"{base}/v1/agents/{agent_id}").status_code == 404
