@@ -270,3 +270,63 @@ def test_the_responses_function_serves_conversations_with_the_rights_it_is_given
     missing = calls - table_actions("ResponsesFunction")
     assert not missing, f"ResponsesFunction calls {sorted(missing)} without the permission"
     assert {"dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem"} <= calls
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def port(request, svc):
+    """(the engine's response storage, new_conversation(items) -> id), on both implementations."""
+    from agents_core.api.responses import OpenAIResponseMessage
+
+    first = [OpenAIResponseMessage(id="msg_a", role="user", content="hello", status="completed")]
+    if request.param == "memory":
+        memory = MemoryResponseStorage()
+        return memory, lambda: memory.add_conversation("t", first)
+    storage = svc.responses_engine.storage
+
+    def new_conversation() -> str:
+        body = CreateConversationRequest.model_validate(
+            {"items": [item.model_dump() for item in first]}
+        )
+        return svc.conversations.create("t", body).id
+
+    return storage, new_conversation
+
+
+def test_the_port_appends_only_at_the_version_read_on_both_storages(port):
+    from agents_core.api.responses import OpenAIResponseMessage, OpenAIResponseObjectWithInput
+    from agents_core.domain import ConversationAppend
+    from agents_core.errors import Conflict, NotFound
+
+    storage, new_conversation = port
+    conversation = new_conversation()
+
+    def response(text: str) -> OpenAIResponseObjectWithInput:
+        message = OpenAIResponseMessage(id=f"msg_{text}", role="user", content=text)
+        return OpenAIResponseObjectWithInput(
+            id=f"resp_{text}",
+            created_at=0,
+            model="m",
+            output=[],
+            status="completed",
+            input=[message],
+        )
+
+    async def scenario():
+        items, version = await storage.conversation_context("t", conversation)
+        assert [i.id for i in items] == ["msg_a"]
+        one = response("one")
+        await storage.save("t", one, [], ConversationAppend(conversation, version, one.input))
+        two = response("two")
+        with pytest.raises(Conflict):  # read at the old version
+            await storage.save("t", two, [], ConversationAppend(conversation, version, two.input))
+        with pytest.raises(NotFound):
+            await storage.context("t", two.id)  # nothing of it was stored
+        with pytest.raises(NotFound):
+            await storage.conversation_context("other-tenant", conversation)
+        items, newer = await storage.conversation_context("t", conversation)
+        assert [i.id for i in items] == ["msg_a", "msg_one"] and newer > version
+        await storage.save("t", two, [], ConversationAppend(conversation, newer, two.input))
+        items, _ = await storage.conversation_context("t", conversation)
+        assert [i.id for i in items] == ["msg_a", "msg_one", "msg_two"]
+
+    asyncio.run(scenario())
