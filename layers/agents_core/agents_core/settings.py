@@ -31,6 +31,9 @@ class Settings:
     max_tool_calls: int = 100
     model_call_timeout_seconds: float = 300.0
     run_timeout_seconds: float = 840.0
+    #: The context a response's conversation must fit (estimated at 4 characters a token):
+    #: `truncation: auto` drops the oldest items to fit it, `disabled` refuses a longer one.
+    context_window_tokens: int = 200_000
     #: How long a running turn holds its session; longer than the turns function's timeout.
     turn_lease_seconds: int = 60
     #: The queue of resume messages (AgentTurnResumeRequest JSON) and the turn lifecycle bus.
@@ -62,6 +65,9 @@ class Settings:
             ),
             run_timeout_seconds=float(
                 os.environ.get("RUN_TIMEOUT_SECONDS", cls.run_timeout_seconds)
+            ),
+            context_window_tokens=int(
+                os.environ.get("CONTEXT_WINDOW_TOKENS", cls.context_window_tokens)
             ),
             turn_lease_seconds=int(os.environ.get("TURN_LEASE_SECONDS", cls.turn_lease_seconds)),
             resume_queue_name=os.environ.get("RESUME_QUEUE_NAME", cls.resume_queue_name),

@@ -17,6 +17,7 @@ declined) when its input carries the `mcp_approval_response`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -48,6 +49,7 @@ from ..api.responses import (
     OpenAIResponseInputMessageContentImage,
     OpenAIResponseInputMessageContentText,
     OpenAIResponseInputToolFileSearch,
+    OpenAIResponseInputToolFunction,
     OpenAIResponseInputToolMCP,
     OpenAIResponseInputToolWebSearch,
     OpenAIResponseMCPApprovalRequest,
@@ -72,6 +74,8 @@ from ..api.responses import (
     ResponseIncomplete,
     ResponseInProgress,
     StreamEvent,
+    ToolChoiceFunction,
+    ToolChoiceMcp,
     WebSearchAction,
     WebSearchCallCompleted,
     WebSearchCallInProgress,
@@ -80,7 +84,14 @@ from ..api.responses import (
 from ..errors import InvalidRequest, RunFailed, UpstreamFailed, UpstreamTimeout, status_of
 from ..ids import new_id
 from ..inference.router import ModelRouter
-from ..inference.types import ChatMessage, ChatRequest, ChatToolCall, ToolSpec, Usage
+from ..inference.types import (
+    ChatMessage,
+    ChatRequest,
+    ChatToolCall,
+    ModelOptions,
+    ToolSpec,
+    Usage,
+)
 from ..log import logger
 from . import loop as L
 from .server_tools import McpEndpoint, ToolRuntime
@@ -299,7 +310,9 @@ class ResponseRun:
                 id=_id("fc"), call_id=call_id, name=name, arguments="", status="in_progress"
             )
         elif kind.kind == "web_search":
-            item = OpenAIResponseOutputMessageWebSearchToolCall(id=_id("ws"), status="in_progress")
+            item = OpenAIResponseOutputMessageWebSearchToolCall(
+                id=_id("ws"), status="in_progress", action=WebSearchAction()
+            )
         else:
             assert kind.server is not None
             label = kind.server.config.server_label
@@ -453,7 +466,7 @@ class ResponseRun:
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             "total_tokens": usage.input_tokens + usage.output_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens_details": {"reasoning_tokens": 0},
         }
 
@@ -481,6 +494,7 @@ class ResponseRun:
     async def _end(self, status: str, error: OpenAIResponseError | None = None) -> StreamEvent:
         self.response.status = status
         self.response.error = error
+        self.response.completed_at = int(time.time()) if status == "completed" else None
         if self.store:
             try:
                 await self.storage.save(self.tenant, self.response, self._conversation())
@@ -534,6 +548,8 @@ class ResponsesEngine:
         self.tools = tools  # None: only function tools
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
+        if body.background:
+            raise InvalidRequest("background responses are not available yet; omit background")
         specs, mcp, server_tools, kinds = await self._tools(body)
         previous: list[ChatMessage] = []
         if body.previous_response_id:
@@ -543,6 +559,7 @@ class ResponsesEngine:
         current = previous + _input_messages(items)
         approvals = _approvals(current, items)
         _answer_forgotten_calls(current)
+        current = _fit(current, body.truncation or "disabled", self.limits.context_tokens)
         system = [ChatMessage("system", body.instructions)] if body.instructions else []
         provider, model_id = self.models.resolve(body.model)
         text = body.text or OpenAIResponseText(format=OpenAIResponseTextFormat(type="text"))
@@ -550,28 +567,33 @@ class ResponsesEngine:
             model=model_id,
             messages=system + current,
             tools=specs,
+            tool_choice=_tool_choice(body, mcp),
             response_format=_response_format(text),
-            temperature=body.temperature,
+            options=ModelOptions(
+                temperature=body.temperature,
+                top_p=body.top_p,
+                max_tokens=body.max_output_tokens,
+                presence_penalty=body.presence_penalty,
+                frequency_penalty=body.frequency_penalty,
+                top_logprobs=body.top_logprobs,
+                parallel_tool_calls=body.parallel_tool_calls,
+                reasoning_effort=body.reasoning.effort if body.reasoning else None,
+                user=body.safety_identifier or body.user,
+                prompt_cache_key=body.prompt_cache_key,
+            ),
         )
         provider.check(request)  # 400 before anything runs
-        response = OpenAIResponseObjectWithInput(
-            id=_id("resp"),
-            created_at=int(time.time()),
-            model=body.model,
-            output=[],
-            status="in_progress",
-            previous_response_id=body.previous_response_id,
-            temperature=body.temperature,
-            text=text,
-            instructions=body.instructions,
-            input=items,
-        )
+        response = _response_object(body, items, text)
+        limits = self.limits
+        if body.max_tool_calls is not None:
+            calls = min(body.max_tool_calls, limits.max_tool_calls)
+            limits = dataclasses.replace(limits, max_tool_calls=calls)
         loop = L.AgentLoop(
             provider,
             request,
             L.Tools(client=None, server=server_tools),
             max_iterations=body.max_infer_iters or 10,
-            limits=self.limits,
+            limits=limits,
             stream=bool(body.stream),
             new_call_id=lambda: _id("call"),
         )
@@ -621,6 +643,113 @@ class ResponsesEngine:
         if len(set(names)) < len(names):
             raise InvalidRequest(f"Tool names must be unique; got {names}")
         return specs, mcp, server_tools, kinds
+
+
+def _response_object(
+    body: CreateOpenaiResponseRequest, items: list[Any], text: OpenAIResponseText
+) -> OpenAIResponseObjectWithInput:
+    """The response as it starts: the request's settings echoed, the specification's defaults
+    for what it left unset. MCP credentials (`headers`, `authorization`) are not echoed or
+    stored."""
+    tools = [
+        tool.model_copy(update={"headers": None, "authorization": None})
+        if isinstance(tool, OpenAIResponseInputToolMCP)
+        else tool
+        for tool in body.tools or []
+    ]
+    settings = body.model_dump(
+        include={
+            "temperature",
+            "top_p",
+            "presence_penalty",
+            "frequency_penalty",
+            "top_logprobs",
+            "truncation",
+            "parallel_tool_calls",
+            "max_output_tokens",
+            "max_tool_calls",
+            "user",
+            "safety_identifier",
+            "prompt_cache_key",
+            "service_tier",
+            "metadata",
+            "reasoning",
+            "tool_choice",
+        },
+        exclude_none=True,
+    )
+    if settings.get("service_tier") == "auto":
+        settings["service_tier"] = "default"  # the tier `auto` chose: there is one
+    return OpenAIResponseObjectWithInput(
+        id=_id("resp"),
+        created_at=int(time.time()),
+        model=body.model,
+        output=[],
+        status="in_progress",
+        previous_response_id=body.previous_response_id,
+        text=text,
+        instructions=body.instructions,
+        input=items,
+        tools=tools,
+        store=body.store is not False,
+        **settings,
+    )
+
+
+def _tool_choice(body: CreateOpenaiResponseRequest, mcp: list[_McpServer]) -> str:
+    """`tool_choice` as the loop's model request names it: auto, none, required, or a tool."""
+    choice = body.tool_choice or "auto"
+    if isinstance(choice, str):
+        return choice
+    if isinstance(choice, ToolChoiceFunction):
+        names = [t.name for t in body.tools or [] if isinstance(t, OpenAIResponseInputToolFunction)]
+        if choice.name not in names:
+            raise InvalidRequest(f"tool_choice names function {choice.name}, not in tools")
+        return choice.name
+    if isinstance(choice, ToolChoiceMcp):
+        if not any(s.config.server_label == choice.server_label for s in mcp):
+            raise InvalidRequest(
+                f"tool_choice names MCP server {choice.server_label}, not in tools"
+            )
+        return choice.name or "required"
+    if choice.type == "file_search":
+        raise InvalidRequest("tool_choice file_search: file_search is not available")
+    if not any(isinstance(t, OpenAIResponseInputToolWebSearch) for t in body.tools or []):
+        raise InvalidRequest(f"tool_choice {choice.type} needs a {choice.type} tool in tools")
+    return "web_search"
+
+
+def _fit(
+    conversation: list[ChatMessage], truncation: str, context_tokens: int
+) -> list[ChatMessage]:
+    """The conversation within the context window (estimated at 4 characters a token):
+    `auto` drops the oldest messages (and results left without their call); `disabled`
+    refuses a conversation that does not fit."""
+
+    def tokens(messages: list[ChatMessage]) -> int:
+        chars = sum(
+            len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
+            for m in messages
+        )
+        return chars // 4 + 1
+
+    if tokens(conversation) <= context_tokens:
+        return conversation
+    if truncation != "auto":
+        raise InvalidRequest(
+            f"The input is about {tokens(conversation)} tokens, more than the context window of"
+            f" {context_tokens}; send truncation: auto to drop the oldest items"
+        )
+    kept = list(conversation)
+    while kept and tokens(kept) > context_tokens:
+        kept.pop(0)
+        while kept and kept[0].role == "tool":
+            kept.pop(0)
+    if not kept:
+        raise InvalidRequest(
+            f"The last input item alone is more than the context window of {context_tokens} tokens"
+        )
+    return kept
 
 
 def _endpoint(tool: OpenAIResponseInputToolMCP) -> McpEndpoint:

@@ -150,8 +150,14 @@ class BedrockProvider:
                 config["maxTokens"] = sampling.max_tokens
             if sampling.stop:
                 config["stopSequences"] = sampling.stop
-        if request.temperature is not None:
-            config["temperature"] = request.temperature
+        options = request.options  # Converse has no penalties, log probabilities or users
+        for name, value in (
+            ("temperature", options.temperature),
+            ("topP", options.top_p),
+            ("maxTokens", options.max_tokens),
+        ):
+            if value is not None:
+                config[name] = value
         if config:
             params["inferenceConfig"] = config
         if extra:

@@ -2,7 +2,8 @@
 
 It answers "You said: <last user text>". Asked for a tool by name (the user text mentions an
 offered tool), it calls it with the `name=value` pairs found in the text; given tool results,
-it reports them. Enough to exercise streaming, client tools and resume end to end.
+it reports them; a `max_tokens` option cuts the answer at that many words. Enough to exercise
+streaming, client tools, resume and token limits end to end.
 """
 
 from __future__ import annotations
@@ -52,10 +53,13 @@ class OfflineProvider:
                 ]
             text = f"You said: {text_in}"
         words = text.split(" ")
+        limit = request.options.max_tokens  # a word is a token here
+        finish = "length" if limit is not None and len(words) > limit else "stop"
+        words = words[:limit] if limit is not None else words
         deltas: list[ChatEvent] = [
             TextDelta(word if i == 0 else " " + word) for i, word in enumerate(words)
         ]
-        return [*deltas, Finish("stop", Usage(prompt_words, len(words)))]
+        return [*deltas, Finish(finish, Usage(prompt_words, len(words)))]
 
     @staticmethod
     def _tool_call(request: ChatRequest, text: str) -> tuple[str, dict] | None:

@@ -54,6 +54,23 @@ class ToolSpec:
 
 
 @dataclass
+class ModelOptions:
+    """The Responses API's generation settings; each set one overrides `sampling`. A provider
+    passes on what its API takes and ignores the rest (docs/architecture.md lists which)."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    top_logprobs: int | None = None
+    parallel_tool_calls: bool | None = None
+    reasoning_effort: str | None = None
+    user: str | None = None  # the caller's end user (`safety_identifier` or `user`)
+    prompt_cache_key: str | None = None
+
+
+@dataclass
 class ChatRequest:
     model: str
     messages: list[ChatMessage]
@@ -61,7 +78,7 @@ class ChatRequest:
     tool_choice: str = "auto"  # auto | required | none | a tool name
     sampling: SamplingParams | None = None
     response_format: ResponseFormat | None = None
-    temperature: float | None = None  # a direct override (the Responses API's `temperature`)
+    options: ModelOptions = field(default_factory=ModelOptions)
 
 
 @dataclass

@@ -72,6 +72,7 @@ class Services:
             max_tool_calls=s.max_tool_calls,
             call_seconds=s.model_call_timeout_seconds,
             run_seconds=s.run_timeout_seconds,
+            context_tokens=s.context_window_tokens,
         )
 
     @cached_property
