@@ -3,6 +3,7 @@
     python scripts/api_keys.py --stack my-agents create acme --name ci   # prints the key once
     python scripts/api_keys.py --stack my-agents list acme
     python scripts/api_keys.py --stack my-agents revoke acme 3f2a9c0d1b7e
+    python scripts/api_keys.py --stack my-agents attach acme   # into a new stack's usage plan
     python scripts/api_keys.py --local create acme        # the server of LOCAL_AUTH=keys make run
 
 Where the keys go: `--stack` reads the table and the usage plan from the stack's outputs
@@ -13,7 +14,8 @@ boto3's usual ones (AWS_PROFILE, AWS_REGION...). Each answer is one JSON documen
 A tenant's first key behind a usage plan also creates the tenant's API Gateway API key in that
 plan (named `<plan id>/<tenant>`); the authorizer hands its value to API Gateway with every
 request of the tenant (key source AUTHORIZER), so the plan's throttling and quota count per
-tenant. Callers never see or send it.
+tenant. Callers never see or send it. A stack deployed again over the kept table has a new plan:
+`attach` puts a tenant's existing keys into it (until then API Gateway answers them 403).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "layers" / "agents_core"))
 
 from agents_core.auth.store import KeyRecord, KeyStore, check_tenant  # noqa: E402
-from agents_core.errors import ServiceError  # noqa: E402
+from agents_core.errors import InvalidRequest, ServiceError  # noqa: E402
 
 
 def _client(service: str, **kwargs: Any) -> Any:
@@ -64,7 +66,8 @@ def _stack_outputs(stack: str) -> dict[str, str]:
 
 
 def tenant_usage_key(store: KeyStore, apigateway: Any, tenant: str, plan_id: str) -> str:
-    """The tenant's API key value in the usage plan: made (and saved) with its first key."""
+    """The tenant's API key value in the usage plan: made (and saved) with its first key, or
+    when the plan is another one than before (then the tenant's keys move to it)."""
     saved = store.usage_key(tenant)
     if saved and saved["usage_plan_id"] == plan_id:
         return saved["usage_key"]
@@ -76,6 +79,7 @@ def tenant_usage_key(store: KeyStore, apigateway: Any, tenant: str, plan_id: str
     )
     apigateway.create_usage_plan_key(usagePlanId=plan_id, keyId=created["id"], keyType="API_KEY")
     store.save_usage_key(tenant, created["id"], created["value"], plan_id)
+    store.set_usage_key(tenant, created["value"])
     return created["value"]
 
 
@@ -97,6 +101,11 @@ def run(args: argparse.Namespace, dynamodb: Any, table: str, apigateway: Any = N
             usage_key = tenant_usage_key(store, apigateway, args.tenant, args.usage_plan_id)
         issued = store.create(args.tenant, name=args.name, usage_key=usage_key)
         return {"key": issued.key, **_shown(issued.record)}
+    if args.command == "attach":
+        if not args.usage_plan_id:
+            raise InvalidRequest("attach needs the usage plan: --stack, or --usage-plan-id")
+        tenant_usage_key(store, apigateway, check_tenant(args.tenant), args.usage_plan_id)
+        return [_shown(record) for record in store.list(args.tenant)]
     if args.command == "list":
         return [_shown(record) for record in store.list(args.tenant)]
     return _shown(store.revoke(args.tenant, args.key_id))
@@ -118,6 +127,9 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser("list", help="a tenant's keys (ids and status, never keys)").add_argument(
         "tenant"
     )
+    commands.add_parser(
+        "attach", help="put a tenant's keys in the usage plan (after a new deploy)"
+    ).add_argument("tenant")
     revoke = commands.add_parser("revoke", help="revoke one key of a tenant by its key id")
     revoke.add_argument("tenant")
     revoke.add_argument("key_id")

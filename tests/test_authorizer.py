@@ -261,6 +261,31 @@ def test_the_admin_script_puts_each_tenant_in_the_usage_plan_once(dynamodb):
         authorize(token_event(f"Bearer {first['key']}"), store)
 
 
+def test_attach_moves_a_tenants_keys_into_a_new_usage_plan(dynamodb):
+    """A stack deployed again over its kept table has a new plan: the tenant's keys follow."""
+    script = _script()
+    apigateway = boto3.client("apigateway", region_name="us-east-1")
+    old_plan = apigateway.create_usage_plan(name="old")["id"]
+    new_plan = apigateway.create_usage_plan(name="new")["id"]
+
+    def run(plan, *argv):
+        args = script.parser().parse_args(["--table", TABLE, "--usage-plan-id", plan, *argv])
+        return script.run(args, dynamodb, TABLE, apigateway)
+
+    key = run(old_plan, "create", "acme")["key"]
+    store = KeyStore(dynamodb, TABLE)
+    before = authorize(token_event(f"Bearer {key}"), store)["usageIdentifierKey"]
+    assert [k["status"] for k in run(new_plan, "attach", "acme")] == ["active"]
+    after = authorize(token_event(f"Bearer {key}"), store)["usageIdentifierKey"]
+    (in_new_plan,) = apigateway.get_usage_plan_keys(usagePlanId=new_plan)["items"]
+    assert after != before
+    assert apigateway.get_api_key(apiKey=in_new_plan["id"], includeValue=True)["value"] == after
+    assert (
+        run(new_plan, "attach", "acme")
+        and len(apigateway.get_usage_plan_keys(usagePlanId=new_plan)["items"]) == 1
+    )  # attaching again changes nothing
+
+
 def test_the_admin_script_refuses_an_unknown_key_id_and_a_missing_table(dynamodb):
     script = _script()
     args = script.parser().parse_args(["--table", TABLE, "revoke", "acme", "0123456789ab"])

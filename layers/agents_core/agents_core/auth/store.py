@@ -170,6 +170,20 @@ class KeyStore:
             },
         )
 
+    def set_usage_key(self, tenant: str, usage_key: str) -> int:
+        """Point every key of the tenant at this usage plan key (a new plan, e.g. after the
+        stack was deleted and deployed again over the kept table); how many keys changed."""
+        items = self._tenant_items(tenant)
+        for item in items:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": item["PK"], "SK": item["SK"]},
+                UpdateExpression="SET usage_key = :usage",
+                ConditionExpression="attribute_exists(PK)",
+                ExpressionAttributeValues={":usage": {"S": usage_key}},
+            )
+        return len(items)
+
     def _tenant_items(self, tenant: str) -> list[dict[str, Any]]:
         items, start = [], None
         while True:
