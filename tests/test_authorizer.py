@@ -385,3 +385,40 @@ def test_without_local_auth_the_server_needs_no_key(model):
     with running_server({"OPENAI_BASE_URL": model.url}) as (base, banner):
         assert "no key needed (tenant default)" in banner
         assert httpx.get(f"{base}/v1/agents").status_code == 200
+
+
+def test_the_authorizers_answer_names_the_tenant_in_the_function_behind_it(keys, monkeypatch):
+    """What API Gateway passes on from the answer (principalId and the context's keys in
+    requestContext.authorizer; the usage plan key's id as identity.apiKeyId) reaches the agents
+    function as the key's tenant, inside Lambda."""
+    from .lambda_support import LambdaContext, load_event, load_function
+
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "AgentsFunction")
+    handler = load_function("agents").handler
+    acme = authorize(token_event(f"Bearer {keys.create('acme').key}"), keys)
+    globex = authorize(token_event(f"Bearer {keys.create('globex').key}"), keys)
+
+    def as_caller(event: dict, answer: dict | None) -> dict:
+        context = event["requestContext"]
+        context["identity"] = {"apiKeyId": "usage-plan-key-id", "sourceIp": "203.0.113.7"}
+        context.pop("authorizer", None)
+        if answer:
+            context["authorizer"] = {
+                "principalId": answer["principalId"],
+                **answer["context"],
+                "integrationLatency": 41,
+            }
+        return event
+
+    created = handler(as_caller(load_event("agents/create_agent.json"), acme), LambdaContext())
+    assert created["statusCode"] == 200, created
+    agent_id = json.loads(created["body"])["agent_id"]
+
+    def listed(answer):
+        reply = handler(as_caller(load_event("agents/list_agents.json"), answer), LambdaContext())
+        return reply["statusCode"], [
+            a["agent_id"] for a in json.loads(reply["body"]).get("data", [])
+        ]
+
+    assert listed(acme) == (200, [agent_id])
+    assert listed(globex) == (200, [])
