@@ -235,6 +235,11 @@ def build_local_app():
         where = "embedded moto server"
 
     settings = Settings.from_env()
+    if settings.local_auth not in ("", "keys"):
+        raise StartupError(
+            f"LOCAL_AUTH={settings.local_auth!r} is not known: LOCAL_AUTH=keys asks callers for"
+            " a Bearer key (scripts/api_keys.py --local create <tenant>); unset, none is asked"
+        )
     try:
         # One call first, not retried: a wrong endpoint or missing credentials fail here, once
         # (10 s: LocalStack starts its DynamoDB on the first call).
@@ -290,8 +295,13 @@ def build_local_app():
         services=services,
         lifespan=lifespan,
     )
+    auth = (
+        "callers need a Bearer key (LOCAL_AUTH=keys; scripts/api_keys.py --local create <tenant>)"
+        if settings.local_auth == "keys"
+        else "no key needed (tenant default)"
+    )
     description = (
-        f"AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
+        f"{auth} | AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
         f" | queue {settings.resume_queue_name} (polled here) | bus {settings.event_bus_name}"
         f" | {data} | {services.models.describe()}, {_bedrock_note(embedded)}"
     )

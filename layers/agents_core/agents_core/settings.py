@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 #: The tenant of a caller with no identity in the request context (local use only: in Lambda,
-#: API Gateway requires an API key, whose id is the tenant).
+#: API Gateway's authorizer names the tenant, and a request without one is refused).
 DEFAULT_TENANT = "default"
 
 
@@ -44,6 +44,9 @@ class Settings:
     #: Inside Lambda a request without a caller identity is refused (401); `default` is for the
     #: local server only.
     require_caller: bool = False
+    #: `keys`: the local server asks every caller for a Bearer key, as the deployed API's
+    #: authorizer does (agents_core.auth); unset, callers without identity are `default`.
+    local_auth: str = ""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -74,4 +77,5 @@ class Settings:
             event_bus_name=os.environ.get("EVENT_BUS_NAME", cls.event_bus_name),
             trust_request_context_header=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
             require_caller=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
+            local_auth=os.environ.get("LOCAL_AUTH", "").strip().lower(),
         )
