@@ -384,3 +384,99 @@ def test_bad_request_fields_are_a_400_naming_them(base, fields, names):
     resp = httpx.post(f"{base}/v1/openai/v1/responses", json=body)
     assert resp.status_code == 400, resp.text
     assert names in json.dumps(resp.json())
+
+
+# --- files as input ------------------------------------------------------------------------------
+
+
+def file_input(*parts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"type": "input_text", "text": "Read this."}, *parts]}]
+
+
+def test_a_text_file_is_read_as_text_and_a_pdf_goes_to_the_model_as_a_document():
+    import base64
+
+    runtime = FakeRuntime()
+    runtime.documents["https://docs.example/notes.md"] = (b"# Notes\nShip it.", "text/markdown")
+    engine, storage, scripted = responses_with(runtime, says("Done."))
+    pdf = base64.b64encode(b"%PDF-1.7 fake").decode()
+    final = asyncio.run(
+        streamed(
+            engine,
+            input=file_input(
+                {"type": "input_file", "file_url": "https://docs.example/notes.md"},
+                {
+                    "type": "input_file",
+                    "filename": "report.pdf",
+                    "file_data": f"data:application/pdf;base64,{pdf}",
+                },
+                {
+                    "type": "input_file",
+                    "filename": "data.csv",
+                    "file_data": base64.b64encode(b"a,b\n1,2").decode(),
+                },
+            ),
+        )
+    )[-1].response
+    assert final.status == "completed"
+    sent = scripted.requests[0].messages[-1]
+    assert (
+        sent.content
+        == "Read this.\n\n[file notes.md]\n# Notes\nShip it.\n\n[file data.csv]\na,b\n1,2"
+    )
+    assert [(d.name, d.media_type, d.data) for d in sent.documents] == [
+        ("report.pdf", "application/pdf", pdf)
+    ]
+    # The stored input keeps the file as given.
+    stored = storage.response("tenant-a", final.id)
+    assert stored.input[0].content[1].file_url == "https://docs.example/notes.md"
+
+
+@pytest.mark.parametrize(
+    "part, status, words",
+    [
+        ({"type": "input_file", "file_id": "file-1"}, 400, "Files API"),
+        ({"type": "input_file", "file_data": "not base64!", "filename": "a.txt"}, 400, "base64"),
+        ({"type": "input_file", "file_data": "/w==", "filename": "a.txt"}, 400, "UTF-8"),
+        ({"type": "input_file", "file_url": "http://169.254.169.254/x"}, 400, "not an address"),
+        ({"type": "input_file"}, 400, "exactly one"),
+    ],
+)
+def test_a_file_that_cannot_be_read_is_refused_before_the_model_runs(part, status, words):
+    from agents_core.errors import status_of
+
+    runtime = FakeRuntime()
+    runtime.refused.add("http://169.254.169.254/x")
+    engine, _, scripted = responses_with(runtime, says("never"))
+    with pytest.raises(Exception) as refused:
+        asyncio.run(streamed(engine, input=file_input(part)))
+    error = refused.value
+    assert words in str(error)
+    if not isinstance(error, ValueError):  # the model's own validation is a 400 over HTTP
+        assert status_of(error) == status
+    assert scripted.requests == []
+
+
+def test_a_pdf_reaches_an_openai_compatible_model_as_a_file_part(client, model):
+    import base64
+
+    model.reply(text="A fake PDF.")
+    pdf = base64.b64encode(b"%PDF-1.7 fake").decode()
+    client.responses.create(
+        model="m",
+        input=file_input(
+            {
+                "type": "input_file",
+                "filename": "report.pdf",
+                "file_data": f"data:application/pdf;base64,{pdf}",
+            }
+        ),
+    )
+    content = model.requests[-1]["messages"][-1]["content"]
+    assert content == [
+        {"type": "text", "text": "Read this."},
+        {
+            "type": "file",
+            "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{pdf}"},
+        },
+    ]

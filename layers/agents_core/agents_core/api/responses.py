@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from .common import ApiModel
 
@@ -29,8 +29,28 @@ class OpenAIResponseInputMessageContentImage(ApiModel):
     image_url: str | None = None
 
 
+class OpenAIResponseInputMessageContentFile(ApiModel):
+    """A file given as input: its bytes (`file_data`, a data: URL or plain base64, with
+    `filename`), a URL the server fetches, or a `file_id` of the Files API."""
+
+    type: Literal["input_file"] = "input_file"
+    file_data: str | None = None
+    file_url: str | None = Field(default=None, max_length=2048)
+    file_id: str | None = Field(default=None, max_length=256)
+    filename: str | None = Field(default=None, max_length=256)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> OpenAIResponseInputMessageContentFile:
+        given = [self.file_data, self.file_url, self.file_id]
+        if sum(value is not None for value in given) != 1:
+            raise ValueError("an input_file needs exactly one of file_data, file_url, file_id")
+        return self
+
+
 OpenAIResponseInputMessageContent = Annotated[
-    OpenAIResponseInputMessageContentText | OpenAIResponseInputMessageContentImage,
+    OpenAIResponseInputMessageContentText
+    | OpenAIResponseInputMessageContentImage
+    | OpenAIResponseInputMessageContentFile,
     Field(discriminator="type"),
 ]
 

@@ -46,6 +46,7 @@ from ..api.responses import (
     McpToolFilter,
     OpenAIResponseError,
     OpenAIResponseInputFunctionToolCallOutput,
+    OpenAIResponseInputMessageContentFile,
     OpenAIResponseInputMessageContentImage,
     OpenAIResponseInputMessageContentText,
     OpenAIResponseInputToolFileSearch,
@@ -81,10 +82,11 @@ from ..api.responses import (
     WebSearchCallInProgress,
     WebSearchCallSearching,
 )
-from ..errors import InvalidRequest, RunFailed, UpstreamFailed, UpstreamTimeout, status_of
+from ..errors import InvalidRequest, RunFailed, TooLarge, UpstreamFailed, UpstreamTimeout, status_of
 from ..ids import new_id
 from ..inference.router import ModelRouter
 from ..inference.types import (
+    ChatDocument,
     ChatMessage,
     ChatRequest,
     ChatToolCall,
@@ -556,7 +558,7 @@ class ResponsesEngine:
             stored = await self.storage.context(tenant, body.previous_response_id)
             previous = [ChatMessage.from_dict(m) for m in stored]
         items = _input_items(body.input)
-        current = previous + _input_messages(items)
+        current = previous + _input_messages(items, await self._read_files(items))
         approvals = _approvals(current, items)
         _answer_forgotten_calls(current)
         current = _fit(current, body.truncation or "disabled", self.limits.context_tokens)
@@ -609,6 +611,27 @@ class ResponsesEngine:
             approvals=approvals,
             server_calls=kinds,
         )
+
+    async def _read_files(self, items: list[Any]) -> dict[int, str | ChatDocument]:
+        """The content of each input_file part: its data decoded, or its URL fetched through
+        the outbound guard; 400 (413) for what cannot be read."""
+        files: dict[int, str | ChatDocument] = {}
+        for part in _file_parts(items):
+            if part.file_id is not None:
+                raise InvalidRequest(
+                    "input_file file_id needs the Files API, which this deployment does not"
+                    " serve yet; send file_data or file_url"
+                )
+            if part.file_url is not None:
+                if self.tools is None:
+                    raise InvalidRequest("input_file file_url is not available; send file_data")
+                name = part.filename or part.file_url.rsplit("/", 1)[-1] or "file"
+                raw, media_type = await self.tools.fetch(part.file_url, MAX_FILE_BYTES)
+            else:
+                name = part.filename or "file"
+                raw, media_type = _decode_file_data(part.file_data or "", name)
+            files[id(part)] = _file_content(name, media_type, raw)
+        return files
 
     async def _tools(
         self, body: CreateOpenaiResponseRequest
@@ -850,11 +873,7 @@ def _input_items(value: str | list[Any]) -> list[Any]:
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(
-        part.text
-        for part in content
-        if not isinstance(part, OpenAIResponseInputMessageContentImage)
-    )
+    return "".join(part.text for part in content if hasattr(part, "text"))
 
 
 def _content_images(content: Any) -> list[str]:
@@ -867,13 +886,69 @@ def _content_images(content: Any) -> list[str]:
     ]
 
 
-def _input_messages(items: list[Any]) -> list[ChatMessage]:
+#: The largest file a request may give as input (API Gateway carries 10 MB at most).
+MAX_FILE_BYTES = 8 * 1024 * 1024
+_TEXT_TYPES = {"application/json", "application/xml", "application/yaml", "application/x-yaml"}
+
+
+def _file_parts(items: list[Any]) -> Iterator[OpenAIResponseInputMessageContentFile]:
+    for item in items:
+        if isinstance(item, OpenAIResponseMessage) and not isinstance(item.content, str):
+            for part in item.content:
+                if isinstance(part, OpenAIResponseInputMessageContentFile):
+                    yield part
+
+
+def _decode_file_data(data: str, name: str) -> tuple[bytes, str]:
+    """A data: URL's bytes and media type, or plain base64's with the type its name says."""
+    import base64
+    import binascii
+    import mimetypes
+
+    media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    if data.startswith("data:"):
+        header, _, data = data.partition(",")
+        media_type = header[5:].split(";")[0] or media_type
+    if len(data) > MAX_FILE_BYTES * 4 // 3 + 4:
+        raise TooLarge(f"input_file {name} is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        return base64.b64decode(data, validate=True), media_type
+    except (binascii.Error, ValueError):
+        raise InvalidRequest(f"input_file {name}: file_data is not base64") from None
+
+
+def _file_content(name: str, media_type: str, raw: bytes) -> str | ChatDocument:
+    """A text file as text every model reads; anything else as a document for the providers
+    that take documents (the others refuse it with a 400)."""
+    import base64
+
+    if media_type.startswith("text/") or media_type in _TEXT_TYPES:
+        try:
+            return f"[file {name}]\n{raw.decode()}"
+        except UnicodeDecodeError:
+            raise InvalidRequest(f"input_file {name} is not UTF-8 text") from None
+    return ChatDocument(name, media_type, base64.b64encode(raw).decode())
+
+
+def _input_messages(
+    items: list[Any], files: dict[int, str | ChatDocument] | None = None
+) -> list[ChatMessage]:
+    """The input items as chat messages; `files`: each input_file part's content, read
+    beforehand (`ResponsesEngine._read_files`)."""
+    files = files or {}
     messages: list[ChatMessage] = []
     for item in items:
         if isinstance(item, OpenAIResponseMessage):
             role = {"developer": "system"}.get(item.role, item.role)
             text, images = _content_text(item.content), _content_images(item.content)
-            messages.append(ChatMessage(role, text, images=images))
+            message = ChatMessage(role, text, images=images)
+            for part in item.content if not isinstance(item.content, str) else []:
+                content = files.get(id(part))
+                if isinstance(content, ChatDocument):
+                    message.documents.append(content)
+                elif content is not None:
+                    message.content = "\n\n".join(filter(None, [message.content, content]))
+            messages.append(message)
         elif isinstance(item, OpenAIResponseOutputMessageFunctionToolCall):
             call = ChatToolCall(item.call_id, item.name, item.arguments)
             if messages and messages[-1].role == "assistant":

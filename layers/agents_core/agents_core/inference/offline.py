@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 
+from ..errors import InvalidRequest
 from .types import ChatEvent, ChatRequest, Finish, TextDelta, ToolCallDelta, Usage
 
 _PAIR = re.compile(r"(\w+)=(\"[^\"]*\"|\S+)")
@@ -21,7 +22,13 @@ class OfflineProvider:
     name = "offline"
 
     def check(self, request: ChatRequest) -> None:
-        """Every request is acceptable (response formats are ignored)."""
+        """Every request but one with documents is acceptable (response formats are
+        ignored)."""
+        if any(m.documents for m in request.messages):
+            raise InvalidRequest(
+                "The offline model reads no documents (PDFs and the like); text files are read"
+                " as text. Configure a model that takes documents."
+            )
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
         for event in self._answer(request):

@@ -187,11 +187,18 @@ def _message(message: ChatMessage) -> dict[str, Any]:
         data["content"] = message.content or None
     if message.tool_call_id:
         data["tool_call_id"] = message.tool_call_id
-    if message.images:
+    if message.images or message.documents:
         parts: list[dict[str, Any]] = (
             [{"type": "text", "text": message.content}] if message.content else []
         )
         parts += [{"type": "image_url", "image_url": {"url": url}} for url in message.images]
+        parts += [
+            {
+                "type": "file",
+                "file": {"filename": d.name, "file_data": f"data:{d.media_type};base64,{d.data}"},
+            }
+            for d in message.documents
+        ]
         data["content"] = parts
     return data
 

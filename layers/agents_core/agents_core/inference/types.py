@@ -21,12 +21,23 @@ class ChatToolCall:
 
 
 @dataclass
+class ChatDocument:
+    """A file the model reads as a document (a PDF, a spreadsheet); text files become message
+    text before they get here. Providers that take documents get its bytes."""
+
+    name: str
+    media_type: str
+    data: str  # base64
+
+
+@dataclass
 class ChatMessage:
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     tool_calls: list[ChatToolCall] = field(default_factory=list)
     tool_call_id: str | None = None  # role "tool": the call this answers
     images: list[str] = field(default_factory=list)  # image URLs or data: URLs, after the text
+    documents: list[ChatDocument] = field(default_factory=list)  # after the images
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -43,6 +54,7 @@ class ChatMessage:
             tool_calls=calls,
             tool_call_id=data.get("tool_call_id"),
             images=data.get("images", []),
+            documents=[ChatDocument(**d) for d in data.get("documents", [])],
         )
 
 
