@@ -4,21 +4,35 @@ web search API stub; the outbound guard with the system resolver and a stand-in 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from dataclasses import replace
 
+import boto3
 import pytest
+from agents_core import secrets
+from agents_core.settings import Settings
 from agents_core.tools import (
+    WEB_SEARCH,
     McpServer,
     McpTool,
+    OfflineWebSearch,
     OutboundGuard,
     OutboundRefused,
+    SearchResult,
+    ToolDefinition,
     ToolFailed,
+    WebSearchTool,
     call_mcp_tool,
+    forget_cached_tools,
     list_mcp_tools,
+    web_search_provider,
 )
-from agents_core.tools.mcp_client import forget_cached_tools
+from agents_core.tools.web_search import render_results
+from moto import mock_aws
 
 from .peers.mcp_server import McpPeer
+from .peers.search_api import SearchApiStub
 
 LOOPBACK = OutboundGuard(["127.0.0.0/8", "::1/128"])
 
@@ -165,7 +179,8 @@ def test_an_mcp_tool_adapter_parses_the_models_arguments(peer):
 
 @pytest.mark.parametrize("arguments", ['{"text": ', "[1, 2]", "not json"])
 def test_an_mcp_tool_adapter_refuses_arguments_that_are_not_a_json_object(peer, arguments):
-    tool = McpTool(McpServer(peer.url), _definition("echo"), LOOPBACK, timeout=10, max_bytes=1000)
+    echo = ToolDefinition(name="echo", description="", parameters={"type": "object"})
+    tool = McpTool(McpServer(peer.url), echo, LOOPBACK, timeout=10, max_bytes=1000)
     before = len(peer.requests)
 
     message = failure(lambda: asyncio.run(tool.call(arguments)))
@@ -194,7 +209,283 @@ def test_a_call_to_a_server_the_guard_refuses_fails_and_sends_nothing(peer):
     assert len(peer.requests) == before
 
 
-def _definition(name: str):
-    from agents_core.tools import ToolDefinition
+# --- the outbound guard ------------------------------------------------------------------------
 
-    return ToolDefinition(name=name, description="", parameters={"type": "object"})
+
+def resolving(table: dict[str, list[str]]):
+    """A stand-in resolver: the names a test needs, without DNS."""
+
+    async def resolve(host: str, port: int) -> list[str]:
+        if host not in table:
+            raise OSError("no such host")
+        return table[host]
+
+    return resolve
+
+
+def refusal(guard: OutboundGuard, url: str) -> str:
+    with pytest.raises(OutboundRefused) as caught:
+        asyncio.run(guard.check(url))
+    assert caught.value.status == 400
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("http://169.254.169.254/latest/meta-data/iam/security-credentials/", "instance metadata"),
+        ("http://[fd00:ec2::254]/latest/meta-data/", "instance metadata"),
+        ("http://169.254.10.1/", "link-local"),
+        ("http://[fe80::1]/", "link-local"),
+        ("http://127.0.0.1:8321/v1/agents", "loopback"),
+        ("http://[::1]/", "loopback"),
+        ("http://10.1.2.3/mcp", "private"),
+        ("http://192.168.0.1/", "private"),
+        ("http://172.16.5.5/", "private"),
+        ("http://0.0.0.0:8000/", "unspecified"),
+        ("http://[::]/", "unspecified"),
+        ("http://224.0.0.1/", "multicast"),
+        ("http://240.0.0.1/", "reserved"),
+        ("http://[::ffff:169.254.169.254]/", "IPv4-mapped instance metadata"),
+        ("http://[::ffff:10.0.0.1]/", "IPv4-mapped private"),
+        ("http://[64:ff9b::a9fe:a9fe]/", "IPv4-mapped instance metadata"),
+    ],
+)
+def test_the_guard_refuses_addresses_that_are_not_public(url, kind):
+    message = refusal(OutboundGuard(), url)
+
+    assert f": {kind} addresses are not called on a caller's behalf" in message
+
+
+def test_the_guard_refuses_a_name_that_resolves_to_a_private_address():
+    guard = OutboundGuard(resolve=resolving({"mcp.corp.example": ["93.184.216.34", "10.0.0.7"]}))
+
+    message = refusal(guard, "https://mcp.corp.example/mcp")
+
+    assert message.startswith("refused to call mcp.corp.example (it resolves to 10.0.0.7): private")
+
+
+def test_the_guard_refuses_localhost_through_the_system_resolver():
+    assert "loopback" in refusal(OutboundGuard(), "http://localhost:8000/mcp")
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "ftp://example.com/x", "gopher://a/", "http:///path"]
+)
+def test_the_guard_refuses_urls_that_are_not_http_with_a_host(url):
+    message = refusal(OutboundGuard(["0.0.0.0/0"]), url)
+
+    assert "only http and https" in message or "no host" in message
+
+
+def test_the_guard_refuses_a_name_that_does_not_resolve():
+    guard = OutboundGuard(resolve=resolving({}))
+
+    assert (
+        refusal(guard, "http://nowhere.example/")
+        == "refused to call nowhere.example: resolving it failed"
+    )
+
+
+def test_the_guard_allows_public_addresses():
+    guard = OutboundGuard(
+        resolve=resolving({"mcp.example.com": ["93.184.216.34", "2606:2800:220:1::1"]})
+    )
+
+    assert asyncio.run(guard.resolve("https://mcp.example.com/mcp")) == [
+        "93.184.216.34",
+        "2606:2800:220:1::1",
+    ]
+
+
+def test_the_guard_allows_loopback_when_the_allow_list_names_its_network():
+    guard = OutboundGuard(["127.0.0.0/8", "::1/128"])
+
+    asyncio.run(guard.check("http://127.0.0.1:8000/mcp"))
+    asyncio.run(guard.check("http://[::1]:8000/mcp"))
+    asyncio.run(guard.check("http://localhost:8000/mcp"))  # the system resolver's answer
+    assert "private" in refusal(guard, "http://10.0.0.1/")
+
+
+def test_the_guard_allows_a_host_named_in_the_allow_list_whatever_it_resolves_to():
+    guard = OutboundGuard(
+        ["mcp.internal"], resolve=resolving({"mcp.internal": ["10.0.0.9"], "other": ["10.0.0.9"]})
+    )
+
+    assert asyncio.run(guard.resolve("http://mcp.internal/mcp")) == ["10.0.0.9"]
+    assert "private" in refusal(guard, "http://other/mcp")
+
+
+def test_an_allow_list_entry_that_is_not_a_valid_cidr_is_a_configuration_error():
+    with pytest.raises(ValueError, match="not a valid CIDR"):
+        OutboundGuard(["10.0.0.0/33"])
+
+
+def test_the_guard_checks_each_request_the_mcp_client_sends_including_redirects(peer):
+    """The transport re-checks: a server allowed by name cannot redirect the call elsewhere."""
+    only_localhost = OutboundGuard(["localhost"])
+    server = McpServer(peer.url.replace("127.0.0.1", "localhost"))
+
+    assert called(server, "add", {"a": 1, "b": 1}, guard=only_localhost) == "2"
+    assert peer.requests[-1][2]["host"].startswith("localhost:")  # pinned address, same Host
+
+
+# --- web search --------------------------------------------------------------------------------
+
+
+def search_settings(**kwargs) -> Settings:
+    options = {"web_search_provider": "tavily", "web_search_timeout_seconds": 5.0, **kwargs}
+    return replace(Settings(), **options)
+
+
+@pytest.fixture
+def search_api():
+    with SearchApiStub() as stub:
+        yield stub
+
+
+@pytest.fixture
+def secrets_client(aws_env):
+    secrets.forget()
+    with mock_aws():
+        yield boto3.client("secretsmanager", region_name="us-east-1")
+    secrets.forget()
+
+
+def searched(tool: WebSearchTool, query: str = "llamas") -> dict:
+    return json.loads(asyncio.run(tool.call(json.dumps({"query": query}))))
+
+
+def test_the_web_search_tool_is_named_and_shaped_as_llama_stacks():
+    assert WEB_SEARCH.name == "web_search"
+    assert WEB_SEARCH.description == "Search the web for information"
+    assert WEB_SEARCH.parameters["required"] == ["query"]
+    assert WebSearchTool(OfflineWebSearch()).definition == WEB_SEARCH
+
+
+def test_offline_web_search_is_the_default_and_answers_the_same_query_the_same_way():
+    tool = WebSearchTool(web_search_provider(Settings()))
+
+    first, again, other = (
+        searched(tool, "llamas"),
+        searched(tool, "llamas"),
+        searched(tool, "alpacas"),
+    )
+
+    assert first == again
+    assert first != other
+    assert first["query"] == "llamas"
+    assert [set(item) for item in first["top_k"]] == [{"title", "url", "content"}] * 3
+    assert "llamas" in first["top_k"][0]["title"]
+
+
+def test_the_search_api_is_called_with_the_key_from_secrets_manager(search_api, secrets_client):
+    secrets_client.create_secret(
+        Name="search-key", SecretString=json.dumps({"api_key": "tvly-123"})
+    )
+    settings = search_settings(
+        web_search_base_url=search_api.url, web_search_api_key_secret_id="search-key"
+    )
+    tool = WebSearchTool(
+        web_search_provider(settings, secrets_client=secrets_client), max_results=2
+    )
+
+    answer = searched(tool, "llama facts")
+
+    assert search_api.requests == [("Bearer tvly-123", {"query": "llama facts", "max_results": 2})]
+    assert answer == {
+        "query": "llama facts",
+        "top_k": [
+            {
+                "title": "Result 1 about llama facts",
+                "url": "https://example.com/1",
+                "content": "What the web says about llama facts, number 1.",
+            },
+            {
+                "title": "Result 2 about llama facts",
+                "url": "https://example.com/2",
+                "content": "What the web says about llama facts, number 2.",
+            },
+        ],
+    }
+
+
+def test_a_search_api_error_fails_the_call_with_its_status(search_api, secrets_client):
+    secrets_client.create_secret(Name="search-key", SecretString="tvly-123")
+    settings = search_settings(
+        web_search_base_url=search_api.url, web_search_api_key_secret_id="search-key"
+    )
+    tool = WebSearchTool(web_search_provider(settings, secrets_client=secrets_client))
+    search_api.mode = "status"
+
+    message = failure(lambda: searched(tool))
+
+    assert message.startswith("web search failed: the search API answered HTTP 500")
+    assert "search backend down" in message
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("garbage", "web search failed: the search API's answer was not understood"),
+        ("huge", "web search failed: the answer passed the 1048576 byte bound"),
+    ],
+)
+def test_a_search_api_answer_that_is_not_results_fails_the_call(search_api, mode, expected):
+    tool = WebSearchTool(web_search_provider(search_settings(web_search_base_url=search_api.url)))
+    tool.provider._key = "tvly-123"  # noqa: SLF001 - the key's source is tested above
+    search_api.mode = mode
+
+    assert failure(lambda: searched(tool)) == expected
+
+
+def test_a_search_api_that_does_not_answer_fails_the_call_at_the_timeout(search_api):
+    settings = search_settings(web_search_base_url=search_api.url, web_search_timeout_seconds=0.5)
+    tool = WebSearchTool(web_search_provider(settings))
+    tool.provider._key = "tvly-123"  # noqa: SLF001
+    search_api.mode = "hang"
+
+    assert failure(lambda: searched(tool)) == "web search timed out after 0.5 s"
+
+
+def test_a_missing_search_key_secret_fails_the_call_saying_so(search_api, secrets_client):
+    settings = search_settings(
+        web_search_base_url=search_api.url, web_search_api_key_secret_id="absent"
+    )
+    tool = WebSearchTool(web_search_provider(settings, secrets_client=secrets_client))
+
+    message = failure(lambda: searched(tool))
+
+    assert message.startswith(
+        "web search is unavailable: its API key: secret 'absent' could not be read"
+    )
+    assert search_api.requests == []
+
+
+def test_a_search_provider_without_a_key_secret_fails_the_call_saying_so(search_api):
+    tool = WebSearchTool(web_search_provider(search_settings(web_search_base_url=search_api.url)))
+
+    assert "WEB_SEARCH_API_KEY_SECRET_ID" in failure(lambda: searched(tool))
+
+
+def test_an_unknown_web_search_provider_is_a_configuration_error():
+    with pytest.raises(ValueError, match="use offline or tavily"):
+        web_search_provider(replace(Settings(), web_search_provider="bing"))
+
+
+@pytest.mark.parametrize("arguments", ["{}", '{"query": ""}', '{"query": 3}', "nope"])
+def test_a_web_search_call_without_a_query_fails_saying_so(arguments):
+    tool = WebSearchTool(OfflineWebSearch())
+
+    assert failure(lambda: asyncio.run(tool.call(arguments)))
+
+
+def test_web_search_results_are_kept_within_the_tool_result_bound():
+    results = [
+        SearchResult(f"title {i}", f"https://example.com/{i}", "x" * 50_000) for i in range(5)
+    ]
+
+    text = render_results("q", results, 20_000)
+
+    assert len(text.encode()) <= 20_000
+    assert len(json.loads(text)["top_k"]) >= 1

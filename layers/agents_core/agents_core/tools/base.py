@@ -3,6 +3,7 @@ and the bound on the text a tool hands back."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,3 +34,16 @@ def truncate(text: str, max_bytes: int) -> str:
     kept = max(0, max_bytes - len(marker.format(kept=max_bytes)))
     head = data[:kept].decode(errors="ignore")  # never half a character
     return head + marker.format(kept=len(head.encode()))
+
+
+def parse_arguments(arguments: str) -> dict[str, Any]:
+    """A call's arguments as the model sent them (JSON text): an object, or ToolFailed."""
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+    except ValueError as err:
+        raise ToolFailed(f"the arguments are not valid JSON ({err}): {arguments[:200]}") from None
+    if not isinstance(value, dict):
+        raise ToolFailed(f"the arguments must be a JSON object, not {arguments[:200]}")
+    return value

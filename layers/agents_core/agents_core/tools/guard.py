@@ -54,9 +54,12 @@ class OutboundGuard:
         for entry in (item.strip() for item in allow):
             if not entry:
                 continue
-            try:
-                self._networks.append(ipaddress.ip_network(entry, strict=False))
-            except ValueError:
+            if _looks_like_address(entry):
+                try:
+                    self._networks.append(ipaddress.ip_network(entry, strict=False))
+                except ValueError:
+                    raise ValueError(f"OUTBOUND_ALLOW: {entry!r} is not a valid CIDR") from None
+            else:
                 self._hosts.add(entry.lower().rstrip("."))
         self._resolve = resolve or _getaddrinfo
         self._dns_timeout = dns_timeout
@@ -119,11 +122,18 @@ class OutboundGuard:
             return "unspecified"
         if address.is_multicast:
             return "multicast"
+        if address.is_reserved:
+            return "reserved"
         if address.is_private:
             return "private"
-        if address.is_reserved or not address.is_global:
-            return "reserved"
+        if not address.is_global:  # shared (100.64/10), documentation, benchmarking...
+            return "non-public"
         return None
+
+
+def _looks_like_address(entry: str) -> bool:
+    """An address or CIDR (to be parsed as one) rather than a host name."""
+    return "/" in entry or ":" in entry or entry.replace(".", "").isdigit()
 
 
 def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..log import logger
-from .base import ToolDefinition, ToolFailed, truncate
+from .base import ToolDefinition, ToolFailed, parse_arguments, truncate
 from .guard import OutboundGuard, OutboundRefused
 
 #: Default bound on the bytes of one HTTP response from an MCP server.
@@ -146,19 +146,6 @@ class McpTool:
             max_bytes=self.max_bytes,
             max_response_bytes=self.max_response_bytes,
         )
-
-
-def parse_arguments(arguments: str) -> dict[str, Any]:
-    """A call's arguments as the model sent them (JSON text): an object, or ToolFailed."""
-    if not arguments.strip():
-        return {}
-    try:
-        value = json.loads(arguments)
-    except ValueError as err:
-        raise ToolFailed(f"the arguments are not valid JSON ({err}): {arguments[:200]}") from None
-    if not isinstance(value, dict):
-        raise ToolFailed(f"the arguments must be a JSON object, not {arguments[:200]}")
-    return value
 
 
 async def _run(
