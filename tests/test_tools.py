@@ -512,3 +512,25 @@ def test_a_cut_result_never_splits_a_character_and_stays_within_the_bound():
     assert set(head) == {"é"}
     assert marker == f"the tool returned 2000 bytes; the first {len(head.encode())} are shown]"
     assert truncate("short", 300) == "short"
+
+
+def test_importing_the_tool_runtime_loads_neither_mcp_nor_httpx():
+    """A function that serves no server-side tool pays nothing for them at cold start."""
+    import subprocess
+    import sys
+
+    code = "import sys, agents_core.tools; print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'httpx', 'anyio', 'jsonschema'}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_outbound_allow_list_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OUTBOUND_ALLOW", " 10.0.0.0/8, mcp.internal ,,")
+    monkeypatch.setenv("TOOL_RESULT_MAX_BYTES", "1000")
+
+    settings = Settings.from_env()
+
+    assert settings.outbound_allow == ("10.0.0.0/8", "mcp.internal")
+    assert settings.tool_result_max_bytes == 1000
+    assert Settings().outbound_allow == ()  # nothing private by default (Lambda)
