@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+#: What the outbound guard lets the local server call for a caller (unless OUTBOUND_ALLOW says
+#: otherwise): loopback, where local MCP servers listen.
+LOCAL_OUTBOUND_ALLOW = ("127.0.0.0/8", "::1/128", "localhost")
+
 #: The path `make invoke` (functions/local/invoke.py) asks for the AWS endpoint and names in use.
 LOCAL_AWS_PATH = "/local/aws"
 
@@ -114,6 +118,12 @@ def _aws_failure(endpoint: str, err: Exception) -> StartupError:
     )
 
 
+def _web_search_note(provider: str) -> str:
+    if provider == "offline":
+        return "web search: offline results (set WEB_SEARCH_PROVIDER=tavily for real ones)"
+    return f"web search: {provider}"
+
+
 def _bedrock_note(embedded: bool) -> str:
     """Where bedrock/ models go: the embedded moto server has no Bedrock."""
     bedrock_endpoint = os.environ.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
@@ -200,6 +210,7 @@ def build_local_app():
     """(app, services, description): every router over the configured (or embedded) AWS.
     Raises StartupError for what the user can fix."""
     from contextlib import asynccontextmanager
+    from dataclasses import replace
 
     from agents_core import aws
     from agents_core.lifecycle import ensure_event_bus
@@ -236,6 +247,8 @@ def build_local_app():
         where = "embedded moto server"
 
     settings = Settings.from_env()
+    if "OUTBOUND_ALLOW" not in os.environ:  # MCP servers on this machine, never in Lambda
+        settings = replace(settings, outbound_allow=LOCAL_OUTBOUND_ALLOW)
     try:
         # One call first, not retried: a wrong endpoint or missing credentials fail here, once
         # (10 s: LocalStack starts its DynamoDB on the first call).
@@ -296,6 +309,8 @@ def build_local_app():
         f"AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
         f" | queue {settings.resume_queue_name} (polled here) | bus {settings.event_bus_name}"
         f" | {data} | {services.models.describe()}, {_bedrock_note(embedded)}"
+        f" | {_web_search_note(settings.web_search_provider)}"
+        f" | callers' URLs may also reach {', '.join(settings.outbound_allow) or 'nothing private'}"
     )
     return app, services, description
 

@@ -41,6 +41,25 @@ class Settings:
     #: Inside Lambda a request without a caller identity is refused (401); `default` is for the
     #: local server only.
     require_caller: bool = False
+    #: Addresses the server may call on a caller's behalf although they are not public: CIDRs
+    #: and host names (`OUTBOUND_ALLOW`, comma-separated). Empty in Lambda; the local server
+    #: allows loopback, for MCP servers on this machine.
+    outbound_allow: tuple[str, ...] = ()
+    #: Bound on the bytes of one HTTP response from a server called for a caller (MCP).
+    outbound_max_response_bytes: int = 4 * 1024 * 1024
+    #: One MCP operation (list the tools, or call one), connection included.
+    mcp_call_timeout_seconds: float = 60.0
+    #: How long a container reuses an MCP server's tool list (per URL and headers).
+    mcp_list_cache_seconds: float = 60.0
+    #: A tool result longer than this (UTF-8 bytes) reaches the model and the store cut, with a
+    #: marker saying so.
+    tool_result_max_bytes: int = 64 * 1024
+    #: `offline` (deterministic results, no network) or `tavily`; its API key is the Secrets
+    #: Manager secret named by `web_search_api_key_secret_id`.
+    web_search_provider: str = "offline"
+    web_search_api_key_secret_id: str | None = None
+    web_search_base_url: str = "https://api.tavily.com"
+    web_search_timeout_seconds: float = 30.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -68,4 +87,27 @@ class Settings:
             event_bus_name=os.environ.get("EVENT_BUS_NAME", cls.event_bus_name),
             trust_request_context_header=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
             require_caller=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
+            outbound_allow=tuple(
+                entry.strip()
+                for entry in os.environ.get("OUTBOUND_ALLOW", "").split(",")
+                if entry.strip()
+            ),
+            outbound_max_response_bytes=int(
+                os.environ.get("OUTBOUND_MAX_RESPONSE_BYTES", cls.outbound_max_response_bytes)
+            ),
+            mcp_call_timeout_seconds=float(
+                os.environ.get("MCP_CALL_TIMEOUT_SECONDS", cls.mcp_call_timeout_seconds)
+            ),
+            mcp_list_cache_seconds=float(
+                os.environ.get("MCP_LIST_CACHE_SECONDS", cls.mcp_list_cache_seconds)
+            ),
+            tool_result_max_bytes=int(
+                os.environ.get("TOOL_RESULT_MAX_BYTES", cls.tool_result_max_bytes)
+            ),
+            web_search_provider=os.environ.get("WEB_SEARCH_PROVIDER") or cls.web_search_provider,
+            web_search_api_key_secret_id=os.environ.get("WEB_SEARCH_API_KEY_SECRET_ID") or None,
+            web_search_base_url=os.environ.get("WEB_SEARCH_BASE_URL") or cls.web_search_base_url,
+            web_search_timeout_seconds=float(
+                os.environ.get("WEB_SEARCH_TIMEOUT_SECONDS", cls.web_search_timeout_seconds)
+            ),
         )
