@@ -200,15 +200,15 @@ class ToolGroupService:
                 f"The MCP server of tool group {group.identifier} failed to list its tools: {err}"
             ) from err
 
-    def _runner(self, group: ToolGroup, name: str, provider_data: ProviderData):
+    def _runner(self, group: ToolGroup, definition: ToolDefinition, provider_data: ProviderData):
         """What runs one tool of the group: the runtime's adapter for it."""
         from ..tools import McpTool, WebSearchTool
 
         if group.identifier == WEB_SEARCH_GROUP:
-            return WebSearchTool(self.web_search)
+            return WebSearchTool(self.web_search, max_bytes=self._settings.tool_result_max_bytes)
         return McpTool(
             self._server(group, provider_data),
-            name,
+            definition,
             guard=self.guard,
             timeout=self._settings.mcp_call_timeout_seconds,
             max_bytes=self._settings.tool_result_max_bytes,
@@ -249,7 +249,7 @@ class ToolGroupService:
             identifier=body.toolgroup_id,
             provider_resource_id=body.toolgroup_id,
             provider_id=MCP_PROVIDER_ID,
-            mcp_endpoint=body.mcp_endpoint,
+            mcp_endpoint=URL(uri=body.mcp_endpoint.uri),
             args=body.args,
         )
         registered = await asyncio.to_thread(self._store.list, tenant)
@@ -257,8 +257,7 @@ class ToolGroupService:
             # A new id (a taken one is answered by the store: same definition or 409).
             if len(registered) >= MAX_TOOLGROUPS:
                 raise InvalidRequest(f"A tenant may register {MAX_TOOLGROUPS} tool groups at most")
-            await self.guard.check(body.mcp_endpoint.uri)
-            try:
+            try:  # through the outbound guard (400 for a URL it refuses)
                 await self._definitions(group, provider_data)
             except UpstreamFailed as err:
                 raise InvalidRequest(
@@ -339,7 +338,7 @@ class ToolGroupService:
         from ..tools import ToolFailed
 
         group, definition = await self._find(tenant, tool_name, provider_data)
-        runner = self._runner(group, definition.name, provider_data)
+        runner = self._runner(group, definition, provider_data)
         try:
             text = await runner.call(json.dumps(kwargs))
         except ToolFailed as err:
@@ -432,6 +431,6 @@ class ToolGroupService:
                     if out[definition.name].toolgroup_id == group_id:
                         continue  # the same group named twice
                     raise InvalidRequest(f"Tool {definition.name} is offered by two tool groups")
-                runner = self._runner(group, definition.name, provider_data)
+                runner = self._runner(group, definition, provider_data)
                 out[definition.name] = GroupTool(group_id, definition, runner, dict(args))
         return list(out.values())

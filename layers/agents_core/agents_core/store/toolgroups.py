@@ -47,7 +47,7 @@ class ToolGroupStore:
             if not condition_failed(err):
                 raise
             existing = parse_body(ToolGroup, err.response["Item"])
-            if existing == group:
+            if existing.model_dump() == group.model_dump():
                 return existing
             raise Conflict(
                 f"Tool group {group.identifier} is already registered with another definition;"
