@@ -16,9 +16,9 @@ import httpx
 import pytest
 import uvicorn
 from agents_core.api.agents import AgentToolGroupWithArgs
+from agents_core.api.tools import ProviderData
 from agents_core.errors import InvalidRequest
 from agents_core.services import build_services
-from agents_core.services.tools import ProviderData
 from agents_core.settings import Settings
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
@@ -375,3 +375,14 @@ def test_the_local_server_serves_tool_groups_to_the_client(peer):
         assert result.content == "hi there"
         client.toolgroups.unregister("mcp::local")
         assert group_ids(client) == ["builtin::websearch"]
+
+
+def test_the_document_lists_the_statuses_the_tool_routes_answer(base):
+    paths = httpx.get(f"{base}/openapi.json").json()["paths"]
+    assert {"409", "413", "415"} <= set(paths["/v1/toolgroups"]["post"]["responses"])
+    assert "404" in paths["/v1/toolgroups/{toolgroup_id}"]["delete"]["responses"]
+    for path in ("/v1/tools", "/v1/tools/{tool_name}", "/v1/tool-runtime/list-tools"):
+        assert {"404", "502"} <= set(paths[path]["get"]["responses"]), path
+    assert "404" in paths["/v1/tool-runtime/invoke"]["post"]["responses"]
+    missing = httpx.post(f"{base}/v1/tool-runtime/invoke", json={"tool_name": "nope", "kwargs": {}})
+    assert missing.status_code == 404

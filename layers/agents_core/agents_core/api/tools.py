@@ -7,13 +7,16 @@ built-in group (`builtin::websearch`). Every value that ends up in a DynamoDB ke
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
+from ..errors import InvalidRequest
 from .common import URL, ApiModel, InterleavedContent, ToolParameter
 
 MCP_PROVIDER_ID = "model-context-protocol"
+PROVIDER_DATA_HEADER = "X-LlamaStack-Provider-Data"
 WEB_SEARCH_GROUP = "builtin::websearch"
 #: Ids under this prefix are the server's own groups: a caller cannot register one.
 BUILTIN_PREFIX = "builtin::"
@@ -106,3 +109,23 @@ class ProviderData(ApiModel):
     model_config = ApiModel.model_config | {"extra": "ignore"}
 
     mcp_headers: dict[str, dict[str, str]] | None = None
+
+
+def parse_provider_data(header: str | None) -> ProviderData:
+    """The `X-LlamaStack-Provider-Data` header the Llama Stack client sends (JSON), as far as
+    this server reads it; 400 when it is not a JSON object or `mcp_headers` is malformed."""
+    if not header:
+        return ProviderData()
+    try:
+        data = json.loads(header)
+    except ValueError as err:
+        raise InvalidRequest(f"{PROVIDER_DATA_HEADER} is not JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"{PROVIDER_DATA_HEADER} must be a JSON object")
+    try:
+        return ProviderData.model_validate(data)
+    except ValidationError as err:
+        raise InvalidRequest(
+            f"{PROVIDER_DATA_HEADER}: mcp_headers must map endpoint URIs to header objects"
+            f" of strings ({err.error_count()} problems)"
+        ) from err

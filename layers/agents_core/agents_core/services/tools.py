@@ -43,34 +43,11 @@ if TYPE_CHECKING:
     from ..store.toolgroups import ToolGroupStore
     from ..tools import ToolDefinition
 
-PROVIDER_DATA_HEADER = "X-LlamaStack-Provider-Data"
 #: Registered groups per tenant: every listing of all tools asks each of them.
 MAX_TOOLGROUPS = 100
 #: Provider ids Llama Stack's run configs give `builtin::websearch`; registering the group under
 #: one of them (as scripts written for Llama Stack do) is accepted as a no-op.
 LLAMA_STACK_WEB_SEARCH_PROVIDERS = ("tavily-search", "brave-search", "bing-search")
-
-
-def parse_provider_data(header: str | None) -> ProviderData:
-    """The `X-LlamaStack-Provider-Data` header the Llama Stack client sends (JSON), as far as
-    this server reads it; 400 when it is not a JSON object or `mcp_headers` is malformed."""
-    if not header:
-        return ProviderData()
-    try:
-        data = json.loads(header)
-    except ValueError as err:
-        raise InvalidRequest(f"{PROVIDER_DATA_HEADER} is not JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise InvalidRequest(f"{PROVIDER_DATA_HEADER} must be a JSON object")
-    from pydantic import ValidationError
-
-    try:
-        return ProviderData.model_validate(data)
-    except ValidationError as err:
-        raise InvalidRequest(
-            f"{PROVIDER_DATA_HEADER}: mcp_headers must map endpoint URIs to header objects"
-            f" of strings ({err.error_count()} problems)"
-        ) from err
 
 
 def mcp_headers_for(provider_data: ProviderData, uri: str) -> dict[str, str]:
@@ -90,9 +67,11 @@ def mcp_headers_for(provider_data: ProviderData, uri: str) -> dict[str, str]:
 
 def tool_parameters(schema: dict[str, Any]) -> list[ToolParameter]:
     """A JSON schema's top-level properties as Llama Stack's flat parameter list."""
-    required = set(schema.get("required") or [])
+    required = schema.get("required")
+    required = set(required) if isinstance(required, list) else set()
+    properties = schema.get("properties")
     out = []
-    for name, prop in (schema.get("properties") or {}).items():
+    for name, prop in (properties if isinstance(properties, dict) else {}).items():
         prop = prop if isinstance(prop, dict) else {}
         kind = prop.get("type", "string")
         if isinstance(kind, list):  # e.g. ["string", "null"]
@@ -130,11 +109,9 @@ class GroupTool:
 
     async def call(self, arguments: str) -> str:
         if self.args:
-            try:
-                given = json.loads(arguments or "{}")
-            except ValueError:
-                given = {}
-            arguments = json.dumps({**(given if isinstance(given, dict) else {}), **self.args})
+            from ..tools import parse_arguments  # ToolFailed for arguments that are not an object
+
+            arguments = json.dumps({**parse_arguments(arguments), **self.args})
         return await self.tool.call(arguments)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from ..api.tools import (
     MAX_ENDPOINT_URI,
@@ -21,16 +21,14 @@ from ..api.tools import (
     ListToolGroupsResponse,
     ListToolsResponse,
     McpEndpoint,
-    ProviderData,
     RegisterToolGroupRequest,
     Tool,
     ToolGroup,
     ToolInvocationResult,
 )
 from ..errors import InvalidRequest
-from ..services.tools import parse_provider_data
 from .common import json_response
-from .deps import Svc, Tenant
+from .deps import Provider, Svc, Tenant
 
 router = APIRouter(prefix="/v1", tags=["Tool groups"])
 
@@ -38,15 +36,6 @@ ToolGroupId = Annotated[str, Path(pattern=TOOLGROUP_ID_PATTERN)]
 #: A tool's name, or `group/tool`.
 ToolName = Annotated[str, Path(min_length=1, max_length=2 * MAX_TOOL_NAME + 1)]
 ToolGroupRef = Annotated[str | None, Query(min_length=1, max_length=2 * MAX_TOOL_NAME + 1)]
-
-
-def provider_data(
-    x_llamastack_provider_data: Annotated[str | None, Header(max_length=65536)] = None,
-) -> ProviderData:
-    return parse_provider_data(x_llamastack_provider_data)
-
-
-Provider = Annotated[ProviderData, Depends(provider_data)]
 
 
 @router.post("/toolgroups", responses={200: {"model": ToolGroup}})
