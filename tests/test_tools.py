@@ -489,3 +489,14 @@ def test_web_search_results_are_kept_within_the_tool_result_bound():
 
     assert len(text.encode()) <= 20_000
     assert len(json.loads(text)["top_k"]) >= 1
+
+
+def test_the_mcp_client_connects_to_the_addresses_the_guard_checked_in_order(peer):
+    """No second DNS answer is used (DNS rebinding): the connection goes to the checked
+    addresses, the next one when the first refuses."""
+    checked = resolving({"localhost": ["127.0.0.2", "127.0.0.1"]})  # nothing listens on .2
+    guard = OutboundGuard(["127.0.0.0/8"], resolve=checked)
+
+    server = McpServer(peer.url.replace("127.0.0.1", "localhost"))
+
+    assert called(server, "add", {"a": 2, "b": 2}, guard=guard) == "4"

@@ -59,14 +59,20 @@ class _GuardedTransport(httpx.AsyncBaseTransport):
         extensions = dict(request.extensions)
         if request.url.scheme == "https":
             extensions["sni_hostname"] = host
-        pinned = httpx.Request(
-            request.method,
-            request.url.copy_with(host=addresses[0]),
-            headers=request.headers,
-            stream=request.stream,
-            extensions=extensions,
-        )
-        response = await self._inner.handle_async_request(pinned)
+        for index, address in enumerate(addresses):  # the next checked one if one is unreachable
+            pinned = httpx.Request(
+                request.method,
+                request.url.copy_with(host=address),
+                headers=request.headers,
+                stream=request.stream,
+                extensions=extensions,
+            )
+            try:
+                response = await self._inner.handle_async_request(pinned)
+                break
+            except httpx.ConnectError:
+                if index == len(addresses) - 1:
+                    raise
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self._max:
             await response.aclose()
