@@ -24,6 +24,7 @@ from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.tools import router as tools_router
 from llama_stack_client import APIStatusError, LlamaStackClient
+from llama_stack_client.lib.agents.agent import Agent
 
 from .conftest import TABLE
 from .legacy_support import tenant_headers
@@ -226,6 +227,18 @@ def test_registering_the_same_group_again_is_a_no_op_and_another_definition_409(
     assert alice.toolgroups.get("mcp::peer").args == {"k": 1}
 
 
+def test_the_clients_agent_class_finds_the_tools_of_its_groups(alice, peer):
+    register(alice, peer.url)
+    agent = Agent(
+        alice,
+        model="offline",
+        instructions="Use tools.",
+        tools=["builtin::websearch", {"name": "mcp::peer", "args": {"b": 1}}],
+    )
+    assert agent.builtin_tools["web_search"] == {}
+    assert agent.builtin_tools["add"] == {"b": 1}
+
+
 # --- bad input ---------------------------------------------------------------------------------
 
 
@@ -290,6 +303,14 @@ def test_bad_registrations_are_400_and_store_nothing(base, alice, peer, body, sa
     resp = httpx.post(f"{base}/v1/toolgroups", json=body, headers=tenant_headers(ALICE))
     assert resp.status_code == 400, resp.text
     assert says in resp.json()["detail"]
+    assert group_ids(alice) == ["builtin::websearch"]
+
+
+def test_a_group_too_large_to_store_is_413_and_stores_nothing(base, alice, peer):
+    body = {"toolgroup_id": "mcp::big", "provider_id": MCP, "mcp_endpoint": {"uri": peer.url}}
+    body["args"] = {"blob": "x" * 500_000}
+    resp = httpx.post(f"{base}/v1/toolgroups", json=body, headers=tenant_headers(ALICE))
+    assert resp.status_code == 413, resp.text
     assert group_ids(alice) == ["builtin::websearch"]
 
 
