@@ -227,6 +227,19 @@ def test_registering_the_same_group_again_is_a_no_op_and_another_definition_409(
     assert alice.toolgroups.get("mcp::peer").args == {"k": 1}
 
 
+def test_a_server_gone_is_a_502_for_its_tools_and_passed_over_by_invoke(alice, peer):
+    with McpPeer() as gone:
+        register(alice, gone.url, toolgroup_id="mcp::gone")
+    register(alice, peer.url)
+    status, detail = status_of(lambda: alice.tools.list(toolgroup_id="mcp::gone"))
+    assert status == 502 and "mcp::gone" in detail
+    assert status_of(lambda: alice.tools.list())[0] == 502
+    result = alice.tool_runtime.invoke_tool(tool_name="echo", kwargs={"text": "still here"})
+    assert result.content == "still here"
+    status, detail = status_of(lambda: alice.tools.get("no_such_tool"))
+    assert status == 404 and "mcp::gone" in detail
+
+
 def test_the_clients_agent_class_finds_the_tools_of_its_groups(alice, peer):
     register(alice, peer.url)
     agent = Agent(
