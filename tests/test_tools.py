@@ -500,3 +500,15 @@ def test_the_mcp_client_connects_to_the_addresses_the_guard_checked_in_order(pee
     server = McpServer(peer.url.replace("127.0.0.1", "localhost"))
 
     assert called(server, "add", {"a": 2, "b": 2}, guard=guard) == "4"
+
+
+def test_a_cut_result_never_splits_a_character_and_stays_within_the_bound():
+    from agents_core.tools.base import truncate
+
+    text = truncate("é" * 1000, 300)
+
+    head, marker = text.split("\n[truncated: ")
+    assert len(text.encode()) <= 300
+    assert set(head) == {"é"}
+    assert marker == f"the tool returned 2000 bytes; the first {len(head.encode())} are shown]"
+    assert truncate("short", 300) == "short"

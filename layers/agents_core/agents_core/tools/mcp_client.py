@@ -192,8 +192,8 @@ async def _run(
         raise ToolFailed(str(err)) from None
     except Exception as err:  # noqa: BLE001 - any failure is the result the model reads
         cause = _leaf(err)
-        logger.info("MCP server %s failed %s: %r", server.name, doing, cause)
-        failure = _describe(cause)
+        failure = _describe(cause)  # no URL (its query may hold a token), no header
+        logger.info("MCP server %s failed %s: %s (%s)", server.name, doing, failure, type(cause))
         raise ToolFailed(f"the MCP server {server.name} failed {doing}: {failure}") from None
     raise ToolFailed(f"the MCP server {server.name} failed {doing}: {too_large[0]}")
 
