@@ -225,6 +225,7 @@ def build_local_app():
     from agents_core.web.agents import router as agents_router
     from agents_core.web.app import create_app
     from agents_core.web.responses import router as responses_router
+    from agents_core.web.tools import router as tools_router
     from agents_core.web.turns import resume_router, turns_router
     from botocore.exceptions import BotoCoreError, ClientError
     from fastapi import APIRouter
@@ -304,6 +305,7 @@ def build_local_app():
         turns_router,
         resume_router,
         responses_router,
+        tools_router,
         local,
         services=services,
         lifespan=lifespan,

@@ -48,6 +48,16 @@ class Services:
         return ResponseStore(self.dynamodb, self.settings.table_name)
 
     @cached_property
+    def toolgroups(self):
+        """Tool groups (built-in and registered MCP servers), their tools, and calls to them."""
+        from ..store.toolgroups import ToolGroupStore
+        from .tools import ToolGroupService
+
+        return ToolGroupService(
+            ToolGroupStore(self.dynamodb, self.settings.table_name), self.settings
+        )
+
+    @cached_property
     def models(self):
         """Model id to provider routing (CRUD functions never need it)."""
         from ..inference.router import InferenceSettings, ModelRouter

@@ -93,3 +93,15 @@ def responses_gsi1pk(tenant: str) -> str:
 
 def responses_by_model_gsi2pk(tenant: str, model: str) -> str:
     return f"{_tenant(tenant)}#RESPONSES#MODEL#{model}"
+
+
+TOOLGROUP_PREFIX = "TOOLGROUP#"
+
+
+def toolgroups_pk(tenant: str) -> str:
+    """A tenant's registered tool groups share one partition: one query lists them all."""
+    return f"{_tenant(tenant)}#TOOLGROUPS"
+
+
+def toolgroup_sk(toolgroup_id: str) -> str:
+    return f"{TOOLGROUP_PREFIX}{toolgroup_id}"

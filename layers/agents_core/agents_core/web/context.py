@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import Request
 
 from .. import aws
-from ..errors import InvalidRequest, Unauthenticated
+from ..errors import Unauthenticated
 from ..log import logger
 from ..services import Services
 from ..settings import DEFAULT_TENANT
@@ -90,20 +90,3 @@ def get_services(request: Request) -> Services:
     """FastAPI dependency: the stores and engine the app was built with."""
     return request.app.state.services
 
-
-PROVIDER_DATA_HEADER = "x-llamastack-provider-data"
-
-
-def provider_data(request: Request) -> dict[str, Any] | None:
-    """FastAPI dependency: the Llama Stack client's provider-data header (a JSON object; its
-    `mcp_headers` map each MCP endpoint to the headers to send it), or None."""
-    header = request.headers.get(PROVIDER_DATA_HEADER)
-    if not header:
-        return None
-    try:
-        data = json.loads(header)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        raise InvalidRequest(f"The {PROVIDER_DATA_HEADER} header must be a JSON object")
-    return data

@@ -23,6 +23,8 @@ _DETAIL = {
 _RUNS = ("/turn", "/resume", "/responses")
 #: Routes whose state can refuse the change: a busy session, a turn not awaiting input.
 _CONFLICTS = ("/turn", "/resume")
+#: Tool routes that ask MCP servers for their tools: a server can fail (502).
+_TOOL_LISTINGS = ("/v1/tools", "/v1/tool-runtime/list-tools")
 
 
 def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str]:
@@ -33,8 +35,18 @@ def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str
     has_body = "requestBody" in operation
     if has_body:
         out["415"] = "The body was not sent as Content-Type: application/json"
-    if method == "post" and path in ("/v1/agents", "/v1/agents/{agent_id}/session"):
+    if path.startswith(("/v1/tools", "/v1/tool-runtime/")):
+        out["404"] = "No such tool or tool group, or another tenant's"
+    if method == "post" and path in (
+        "/v1/agents",
+        "/v1/agents/{agent_id}/session",
+        "/v1/toolgroups",
+    ):
         out["413"] = "Too large to store"
+    if method == "post" and path == "/v1/toolgroups":
+        out["409"] = "The id is registered with another definition"
+    if method == "get" and path.startswith(_TOOL_LISTINGS):
+        out["502"] = "An MCP server failed to list its tools"
     agents_delete = method == "delete" and path.startswith("/v1/agents/")
     if agents_delete or (method == "post" and path.endswith(_CONFLICTS)):
         out["409"] = "The state does not allow it (a turn is running or not awaiting input)"
