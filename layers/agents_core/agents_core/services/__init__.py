@@ -99,7 +99,9 @@ class Services:
         from ..lifecycle import TurnEventPublisher
 
         publisher = TurnEventPublisher(self.events_client, self.settings.event_bus_name)
-        return TurnEngine(self.turn_storage, self.models, publisher, self.limits)
+        return TurnEngine(
+            self.turn_storage, self.models, publisher, self.limits, tools=self.tool_runtime
+        )
 
     @cached_property
     def responses_engine(self):
@@ -107,7 +109,16 @@ class Services:
         from ..engine.responses import ResponsesEngine
         from ..store.engine_storage import DynamoResponseStorage
 
-        return ResponsesEngine(DynamoResponseStorage(self.responses), self.models, self.limits)
+        return ResponsesEngine(
+            DynamoResponseStorage(self.responses), self.models, self.limits, tools=self.tool_runtime
+        )
+
+    @cached_property
+    def tool_runtime(self):
+        """The engine's tool runtime port: MCP servers, web search, the tenant's tool groups."""
+        from .tool_runtime import ServerToolRuntime
+
+        return ServerToolRuntime(self.settings, self.toolgroups)
 
 
 def build_services(settings: Settings, dynamodb: Any = None, events: Any = None) -> Services:

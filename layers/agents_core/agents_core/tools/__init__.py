@@ -13,6 +13,7 @@ a function that serves no server-side tool pays nothing for them.
 """
 
 from .base import ToolDefinition, ToolFailed, parse_arguments
+from .documents import fetch_document
 from .guard import OutboundGuard, OutboundRefused
 from .mcp_client import McpServer, McpTool, call_mcp_tool, forget_cached_tools, list_mcp_tools
 from .web_search import (
@@ -39,6 +40,7 @@ __all__ = [
     "WebSearch",
     "WebSearchTool",
     "call_mcp_tool",
+    "fetch_document",
     "forget_cached_tools",
     "list_mcp_tools",
     "parse_arguments",

@@ -89,4 +89,3 @@ def key_tenant(request: Request) -> str:
 def get_services(request: Request) -> Services:
     """FastAPI dependency: the stores and engine the app was built with."""
     return request.app.state.services
-
