@@ -127,6 +127,17 @@ def _bedrock_note(embedded: bool) -> str:
     return "bedrock/<id> on Bedrock at AWS_ENDPOINT_URL"
 
 
+def _shields_note(settings: Any) -> str:
+    """The shield every tenant has, and how a failing shield is treated."""
+    from agents_core.services.safety import BUILTIN_SHIELD
+
+    failing = "fail open" if settings.shield_fail_open else "fail closed"
+    return (
+        f"shields: built-in {BUILTIN_SHIELD.identifier!r} (offline regex patterns; register"
+        f" llama-guard or bedrock shields with POST /v1/shields), provider failures {failing}"
+    )
+
+
 class TableSnapshot:
     """The table's items in DATA_DIR/<table>.jsonl: restored at start, saved at shutdown.
 
@@ -214,6 +225,7 @@ def build_local_app():
     from agents_core.web.agents import router as agents_router
     from agents_core.web.app import create_app
     from agents_core.web.responses import router as responses_router
+    from agents_core.web.safety import safety_router, shields_router
     from agents_core.web.turns import resume_router, turns_router
     from botocore.exceptions import BotoCoreError, ClientError
     from fastapi import APIRouter
@@ -286,6 +298,8 @@ def build_local_app():
         turns_router,
         resume_router,
         responses_router,
+        shields_router,
+        safety_router,
         local,
         services=services,
         lifespan=lifespan,
@@ -294,6 +308,7 @@ def build_local_app():
         f"AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
         f" | queue {settings.resume_queue_name} (polled here) | bus {settings.event_bus_name}"
         f" | {data} | {services.models.describe()}, {_bedrock_note(embedded)}"
+        f" | {_shields_note(settings)}"
     )
     return app, services, description
 

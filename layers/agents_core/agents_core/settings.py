@@ -41,6 +41,11 @@ class Settings:
     #: Inside Lambda a request without a caller identity is refused (401); `default` is for the
     #: local server only.
     require_caller: bool = False
+    #: A shield provider that fails (down, throttled, an answer it cannot read) fails the turn or
+    #: response (502) unless this is set: then the failure is logged and the check passes.
+    shield_fail_open: bool = False
+    #: How long one shield check may take (a Bedrock guardrail, a Llama Guard model call).
+    shield_timeout_seconds: float = 30.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -68,4 +73,8 @@ class Settings:
             event_bus_name=os.environ.get("EVENT_BUS_NAME", cls.event_bus_name),
             trust_request_context_header=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
             require_caller=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
+            shield_fail_open=os.environ.get("SHIELD_FAIL_OPEN", "").lower() in ("1", "true", "yes"),
+            shield_timeout_seconds=float(
+                os.environ.get("SHIELD_TIMEOUT_SECONDS", cls.shield_timeout_seconds)
+            ),
         )

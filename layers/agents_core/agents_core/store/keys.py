@@ -9,6 +9,7 @@ AGENT = "AGENT"
 SESSION = "SESSION"
 RESPONSE = "RESPONSE"
 CONTEXT = "CONTEXT"  # a response's conversation through it
+SHIELD_PREFIX = "SHIELD#"
 
 SESSION_REF_PREFIX = "SESSION#"
 TURN_PREFIX = "TURN#"
@@ -93,3 +94,12 @@ def responses_gsi1pk(tenant: str) -> str:
 
 def responses_by_model_gsi2pk(tenant: str, model: str) -> str:
     return f"{_tenant(tenant)}#RESPONSES#MODEL#{model}"
+
+
+def shields_pk(tenant: str) -> str:
+    """A tenant's registered shields share one partition: few, small, listed together."""
+    return f"{_tenant(tenant)}#SHIELDS"
+
+
+def shield_sk(identifier: str) -> str:
+    return f"{SHIELD_PREFIX}{identifier}"
