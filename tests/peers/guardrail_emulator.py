@@ -52,6 +52,9 @@ class GuardrailEmulator(LocalPeer):
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body leave in separate writes: without this, Nagle's algorithm and the
+            # client's delayed ACK add some 40 ms to every answer on loopback.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -164,10 +167,10 @@ class GuardrailEmulator(LocalPeer):
 
 
 def main() -> None:
-    """Serve, in a process of its own, a guardrail `gr-bench` version 1 that blocks `forbidden`:
+    """Serve, in a process of its own, a guardrail `grbench` version 1 that blocks `forbidden`:
     prints the URL, then serves until stopped."""
     with GuardrailEmulator() as bedrock:
-        bedrock.guardrail("gr-bench", version="1", words=["forbidden"])
+        bedrock.guardrail("grbench", version="1", words=["forbidden"])
         print(bedrock.url, flush=True)
         threading.Event().wait()
 
