@@ -107,6 +107,15 @@ def test_a_bedrock_guardrail_blocks_with_its_own_message_and_assessments(http, g
     assert guardrails.requests[0]["source"] == "INPUT"
 
 
+def test_a_guardrail_may_be_named_by_its_arn(http, guardrails):
+    arn = "arn:aws:bedrock:us-east-1:123456789012:guardrail/gr1abc"
+    body = {**BEDROCK, "shield_id": "by-arn", "provider_shield_id": arn}
+    assert http.post("/v1/shields", json=body, headers={"x-tenant": "alice"}).status_code == 200
+    violation = run_shield(http, "by-arn", "the password is 1234").json()["violation"]
+    assert violation["metadata"]["guardrail_id"] == arn
+    assert guardrails.requests[-1]["guardrail"] == arn
+
+
 def test_llama_guard_asks_the_model_with_its_prompt_and_reads_its_verdict(http, model):
     assert (
         http.post("/v1/shields", json=LLAMA_GUARD, headers={"x-tenant": "alice"}).status_code == 200
