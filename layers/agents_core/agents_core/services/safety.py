@@ -177,7 +177,7 @@ class SafetyService:
         ids = list(dict.fromkeys(shield_ids))
         if len(ids) > MAX_SHIELDS_PER_READ:
             raise InvalidRequest(f"At most {MAX_SHIELDS_PER_READ} shields may run at once")
-        bad = [i for i in ids if not isinstance(i, str) or not _ID.match(i)]
+        bad = [i for i in ids if not isinstance(i, str) or not _ID.fullmatch(i)]
         if bad:
             raise InvalidRequest(f"Shield ids {bad[:5]} are not valid shield ids")
         found: dict[str, Shield] = {}
