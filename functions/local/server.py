@@ -137,6 +137,17 @@ def _bedrock_note(embedded: bool) -> str:
     return "bedrock/<id> on Bedrock at AWS_ENDPOINT_URL"
 
 
+def _shields_note(settings: Any) -> str:
+    """The shield every tenant has, and how a failing shield is treated."""
+    from agents_core.services.safety import BUILTIN_SHIELD
+
+    failing = "fail open" if settings.shield_fail_open else "fail closed"
+    return (
+        f"shields: built-in {BUILTIN_SHIELD.identifier!r} (offline regex patterns; register"
+        f" llama-guard or bedrock shields with POST /v1/shields), provider failures {failing}"
+    )
+
+
 class TableSnapshot:
     """The table's items in DATA_DIR/<table>.jsonl: restored at start, saved at shutdown.
 
@@ -225,6 +236,7 @@ def build_local_app():
     from agents_core.web.agents import router as agents_router
     from agents_core.web.app import create_app
     from agents_core.web.responses import router as responses_router
+    from agents_core.web.safety import safety_router, shields_router
     from agents_core.web.tools import router as tools_router
     from agents_core.web.turns import resume_router, turns_router
     from botocore.exceptions import BotoCoreError, ClientError
@@ -306,6 +318,8 @@ def build_local_app():
         resume_router,
         responses_router,
         tools_router,
+        shields_router,
+        safety_router,
         local,
         services=services,
         lifespan=lifespan,
@@ -321,6 +335,7 @@ def build_local_app():
         f" | {data} | {services.models.describe()}, {_bedrock_note(embedded)}"
         f" | {_web_search_note(settings.web_search_provider)}"
         f" | callers' URLs may also reach {', '.join(settings.outbound_allow) or 'nothing private'}"
+        f" | {_shields_note(settings)}"
     )
     return app, services, description
 

@@ -66,6 +66,11 @@ class Settings:
     web_search_api_key_secret_id: str | None = None
     web_search_base_url: str = "https://api.tavily.com"
     web_search_timeout_seconds: float = 30.0
+    #: A shield provider that fails (down, throttled, an answer it cannot read) fails the turn or
+    #: response (502) unless this is set: then the failure is logged and the check passes.
+    shield_fail_open: bool = False
+    #: How long one shield check may take (a Bedrock guardrail, a Llama Guard model call).
+    shield_timeout_seconds: float = 30.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -119,5 +124,9 @@ class Settings:
             web_search_base_url=os.environ.get("WEB_SEARCH_BASE_URL") or cls.web_search_base_url,
             web_search_timeout_seconds=float(
                 os.environ.get("WEB_SEARCH_TIMEOUT_SECONDS", cls.web_search_timeout_seconds)
+            ),
+            shield_fail_open=os.environ.get("SHIELD_FAIL_OPEN", "").lower() in ("1", "true", "yes"),
+            shield_timeout_seconds=float(
+                os.environ.get("SHIELD_TIMEOUT_SECONDS", cls.shield_timeout_seconds)
             ),
         )

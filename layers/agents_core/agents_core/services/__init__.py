@@ -19,6 +19,7 @@ class Services:
     settings: Settings
     dynamodb: Any = None
     events_client: Any = None  # EventBridge; created at the first publish unless given
+    bedrock_client: Any = None  # bedrock-runtime for guardrails; created at first use unless given
 
     @cached_property
     def agents(self):
@@ -69,6 +70,20 @@ class Services:
                 openai_api_key_secret_id=self.settings.openai_api_key_secret_id,
                 timeout_seconds=self.settings.inference_timeout_seconds,
             )
+        )
+
+    @cached_property
+    def safety(self):
+        """Shields: the registry and the checks turns, responses and the safety routes run."""
+        from ..store.shields import ShieldStore
+        from .safety import SafetyService
+
+        return SafetyService(
+            ShieldStore(self.dynamodb, self.settings.table_name),
+            models=self.models,
+            bedrock_client=self.bedrock_client,
+            fail_open=self.settings.shield_fail_open,
+            timeout_seconds=self.settings.shield_timeout_seconds,
         )
 
     @cached_property

@@ -9,6 +9,7 @@ AGENT = "AGENT"
 SESSION = "SESSION"
 RESPONSE = "RESPONSE"
 CONTEXT = "CONTEXT"  # a response's conversation through it
+SHIELD_PREFIX = "SHIELD#"
 
 SESSION_REF_PREFIX = "SESSION#"
 TURN_PREFIX = "TURN#"
@@ -105,3 +106,12 @@ def toolgroups_pk(tenant: str) -> str:
 
 def toolgroup_sk(toolgroup_id: str) -> str:
     return f"{TOOLGROUP_PREFIX}{toolgroup_id}"
+
+
+def shields_pk(tenant: str) -> str:
+    """A tenant's registered shields share one partition: few, small, listed together."""
+    return f"{_tenant(tenant)}#SHIELDS"
+
+
+def shield_sk(identifier: str) -> str:
+    return f"{SHIELD_PREFIX}{identifier}"

@@ -19,8 +19,9 @@ _DETAIL = {
     }
 }
 
-#: Routes that run a turn or a response: the model can fail (502) or run out of time (504).
-_RUNS = ("/turn", "/resume", "/responses")
+#: Routes that run a turn, a response or a shield: the model or the shield can fail (502) or run
+#: out of time (504).
+_RUNS = ("/turn", "/resume", "/responses", "/run-shield", "/moderations")
 #: Routes whose state can refuse the change: a busy session, a turn not awaiting input.
 _CONFLICTS = ("/turn", "/resume")
 #: Tool routes that ask MCP servers for their tools: a server can fail (502).
@@ -51,8 +52,8 @@ def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str
     if agents_delete or (method == "post" and path.endswith(_CONFLICTS)):
         out["409"] = "The state does not allow it (a turn is running or not awaiting input)"
     if method == "post" and path.endswith(_RUNS):
-        out["502"] = "The model failed (`detail`, and the run's id)"
-        out["504"] = "The model ran out of time"
+        out["502"] = "The model or a shield failed (`detail`, and the run's id)"
+        out["504"] = "The model or a shield ran out of time"
     out["503"] = "Storage is unavailable for a moment: retry"
     return out
 
