@@ -10,7 +10,7 @@ PORT ?= 8321
 SAM_VENV := $(VENV)/sam-cli
 SAM ?= $(shell command -v sam 2>/dev/null || echo $(SAM_VENV)/bin/sam)
 
-.PHONY: run invoke test lint format bench build
+.PHONY: run invoke keys test lint format bench build
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ invoke: $(STAMP)
 	@$(PY) functions/local/invoke.py --port $(PORT) $(if $(FUNCTION),--function $(FUNCTION)) \
 		$(if $(BUILD_DIR),--build-dir $(BUILD_DIR)) $(if $(LAYER_DIR),--layer-dir $(LAYER_DIR)) \
 		$(EVENT)
+
+# Callers' Bearer keys (README "Authentication"): make keys ARGS="--stack <stack> create acme",
+# ARGS="--local list acme" (the server of LOCAL_AUTH=keys make run), ARGS="... revoke acme <key id>".
+keys: $(STAMP)
+	@$(PY) scripts/api_keys.py $(ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo

@@ -2,7 +2,8 @@
 
 Each figure is the median over fresh Python processes (a new process is what a Lambda cold
 start pays for). The baseline imports fastapi, boto3, mangum and aws_lambda_powertools and
-nothing else; the goal is each handler at most 1.3x that baseline.
+nothing else; the goal is each handler at most 1.3x that baseline. Last, what the tool runtime
+adds when it is imported, and what the MCP client adds at a container's first MCP operation.
 
     .venv/bin/python bench/cold_start.py [--runs 9]
 """
@@ -32,6 +33,19 @@ if not hasattr(module, "handler"):
     import uvicorn
 assert callable(getattr(module, "handler", None) or module.app)
 """
+
+# What the tool runtime adds to a function that already has the base modules every handler
+# imports: importing `agents_core.tools` (what the agent loop imports), and the MCP client, which
+# is imported at a container's first MCP operation.
+BASE_MODULES = f"{BASELINE}; import agents_core.log, agents_core.errors, agents_core.settings"
+EXTRAS = [
+    ("+ agents_core.tools", f"{BASE_MODULES}; import agents_core.tools"),
+    (
+        "+ the MCP client (at the first MCP operation)",
+        f"{BASE_MODULES}; import agents_core.tools._http, mcp.client.session,"
+        " mcp.client.streamable_http",
+    ),
+]
 
 TIMED = """
 import time
@@ -68,9 +82,12 @@ def main() -> None:
         "PYTHONDONTWRITEBYTECODE": "0",
     }
     handlers = sorted((ROOT / "functions").glob("*/app.py"))
-    candidates = [("baseline", BASELINE, [])] + [
-        (f"functions/{path.parent.name}/app.py", HANDLER, [str(path)]) for path in handlers
-    ]
+    candidates = (
+        [("baseline", BASELINE, [])]
+        + [(f"functions/{path.parent.name}/app.py", HANDLER, [str(path)]) for path in handlers]
+        + [("base modules", BASE_MODULES, [])]
+        + [(name, code, []) for name, code in EXTRAS]
+    )
     for _, code, args in candidates:  # warm the filesystem cache and bytecode once
         measure(code, args, env)
     # Round after round, each candidate once: a machine busier at one moment than another
@@ -82,11 +99,15 @@ def main() -> None:
     baseline = statistics.median(samples["baseline"])
     print(f"cold start, median of {runs} fresh processes each (goal: handler <= {GOAL}x baseline)")
     print(f"  {'baseline (fastapi, boto3, mangum, powertools)':<48} {baseline * 1000:7.1f} ms")
-    for name, _, _ in candidates[1:]:
+    for name, _, _ in candidates[1 : len(handlers) + 1]:
         took = statistics.median(samples[name])
         ratio = took / baseline
         verdict = "ok" if ratio <= GOAL else "OVER GOAL"
         print(f"  {name:<48} {took * 1000:7.1f} ms  {ratio:4.2f}x  {verdict}")
+    print("the tool runtime, over the baseline and agents_core's base modules (not at init)")
+    for name, _ in EXTRAS:
+        added = statistics.median(samples[name]) - statistics.median(samples["base modules"])
+        print(f"  {name:<48} {added * 1000:+7.1f} ms")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ with -I and -S nothing outside the standard library is importable, and this puts
 exactly what Lambda does (the function's folder, the layer's python/ folder as /opt/python,
 the runtime's own packages such as boto3). It imports the handler (the function's init), says
 `{"ready": true}`, then answers each event read from stdin (one JSON per line) with the
-handler's result (one JSON per line). The function's own output (logs, metrics) goes to stderr,
+handler's result (one JSON per line), or, when it raises, the error document Lambda returns. The function's own output (logs, metrics) goes to stderr,
 so stdout carries only the results.
 """
 
@@ -49,7 +49,10 @@ def main() -> None:
 
     answer({"ready": True})
     for line in sys.stdin:
-        answer(handler(json.loads(line), LambdaContext(function_name)))
+        try:
+            answer(handler(json.loads(line), LambdaContext(function_name)))
+        except Exception as err:  # what Lambda returns for a raised error (API Gateway reads it)
+            answer({"errorMessage": str(err), "errorType": type(err).__name__})
 
 
 if __name__ == "__main__":

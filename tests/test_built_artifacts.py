@@ -404,3 +404,64 @@ def check_a_streamed_response_from_an_openai_compatible_model(urls, model) -> No
     output = events[-1]["response"]["output"][0]["content"][0]["text"]
     assert output == "echo: Hello, streaming!"
     assert model.requests[-1]["messages"][-1]["content"] == "Hello, streaming!"
+
+
+def test_the_built_authorizer_answers_api_gateways_events_from_the_table(build, aws):
+    """The authorizer from its build output, as Lambda runs it: a TOKEN and a REQUEST event with a
+    stored key are allowed for its tenant; an unknown key is the error API Gateway turns into a
+    401."""
+    from agents_core.auth import KeyStore
+
+    from .test_authorizer import request_event, token_event
+
+    built, runtime = build
+    dynamodb = boto3.client(
+        "dynamodb",
+        endpoint_url=aws,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    issued = KeyStore(dynamodb, TABLE).create("acme")
+    handler = template()["Resources"]["AuthorizerFunction"]["Properties"]["Handler"]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            str(Path(__file__).with_name("artifact_runtime.py")),
+            str(built["AuthorizerFunction"]),
+            str(built["AgentsCoreLayer"] / "python"),
+            str(runtime),
+            handler,
+        ],
+        cwd=built["AuthorizerFunction"],
+        env={
+            **CREDENTIALS,
+            "PATH": "/usr/bin:/bin",
+            "AWS_ENDPOINT_URL": aws,
+            "AWS_LAMBDA_FUNCTION_NAME": "AuthorizerFunction",
+            "TABLE_NAME": TABLE,
+            "POWERTOOLS_SERVICE_NAME": "serverless-agents",
+        },
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        authorizer = BufferedFunction(process)
+        assert authorizer.read(timeout=STARTUP_SECONDS) == {"ready": True}
+        for event in (
+            token_event(f"Bearer {issued.key}"),
+            request_event({"authorization": f"Bearer {issued.key}"}),
+        ):
+            answer = authorizer.invoke(event)
+            assert answer["principalId"] == "acme", answer
+            assert answer["policyDocument"]["Statement"][0]["Effect"] == "Allow"
+        refused = authorizer.invoke(token_event("Bearer " + issued.key[:-1] + "_"))
+        assert refused["errorMessage"] == "Unauthorized", refused
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=10)
+    assert b"Traceback" not in errors, errors.decode(errors="replace")[-3000:]

@@ -50,6 +50,7 @@ class FakeRuntime:
         self.refused: set[str] = set()
         self.seen_groups: list[tuple[Sequence[Any], Mapping[str, Any] | None]] = []
         self.listed: list[McpEndpoint] = []
+        self.documents: dict[str, tuple[bytes, str]] = {}
 
     async def check_url(self, url: str) -> None:
         if url in self.refused:
@@ -69,6 +70,10 @@ class FakeRuntime:
 
     def web_search(self) -> tuple[ToolSpec, Tool]:
         return SEARCH, self.search
+
+    async def fetch(self, url: str, max_bytes: int) -> tuple[bytes, str]:
+        await self.check_url(url)
+        return self.documents[url]
 
     async def toolgroups(
         self, tenant: str, groups: Sequence[Any], provider_data: Mapping[str, Any] | None

@@ -93,11 +93,21 @@ def test_functions_may_touch_only_the_table():
             actions = statement["Action"]
             dynamo = [a for a in actions if a.startswith("dynamodb:")]
             assert "dynamodb:*" not in actions and "dynamodb:Scan" not in dynamo, name
-            if dynamo:
+            if dynamo and name != "AuthorizerFunction":
                 assert statement["Resource"] == [
                     "!GetAtt AgentsTable.Arn",
                     "!Sub ${AgentsTable.Arn}/index/*",
                 ], name
+
+
+def test_the_authorizer_may_only_get_key_items():
+    """It reads one item by its key's hash: GetItem, on `APIKEY#` partitions, nothing else."""
+    (statement,) = statements(template()["Resources"]["AuthorizerFunction"])
+    assert statement["Action"] == ["dynamodb:GetItem"]
+    assert statement["Resource"] == ["!GetAtt AgentsTable.Arn"]  # no index
+    assert statement["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["APIKEY#*"]}
+    }
 
 
 def test_queue_dlq_bus_and_the_resume_event_source():
@@ -128,11 +138,12 @@ def test_web_adapter_functions_stream_only_for_api_gateway():
     queue's consumer runs buffered."""
     for name, resource in functions(template()["Resources"]).items():
         env = resource["Properties"].get("Environment", {}).get("Variables", {})
-        kinds = {event["Type"] for event in resource["Properties"]["Events"].values()}
+        events = resource["Properties"].get("Events", {})
+        kinds = {event["Type"] for event in events.values()}
         if env.get("AWS_LWA_INVOKE_MODE") == "response_stream":
             # ...and a buffered integration would take the streamed answer for a malformed one.
             assert kinds == {"Api"}, name
-            for event in resource["Properties"]["Events"].values():
+            for event in events.values():
                 assert event["Properties"]["ResponseTransferMode"] == "RESPONSE_STREAM", name
         if "SQS" in kinds:
             assert env["AWS_LWA_INVOKE_MODE"] == "buffered", name
@@ -322,3 +333,175 @@ def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
     assert stage["Properties"]["AccessLogSetting"]["DestinationArn"] == {
         "Fn::GetAtt": ["ApiAccessLogs", "Arn"]
     }
+
+
+# ---- Authentication, bounded spend, least privilege ----
+
+
+def test_every_route_needs_a_bearer_key_checked_by_the_cached_authorizer():
+    resources = sam_transform()["Resources"]
+    api = resources["AgentsApi"]["Properties"]
+    assert api["ApiKeySourceType"] == "AUTHORIZER"  # the authorizer names the usage plan key
+    body = api["Body"]
+    authorizer = body["securityDefinitions"]["BearerKeys"]
+    assert authorizer["name"] == "Authorization"
+    settings = authorizer["x-amazon-apigateway-authorizer"]
+    assert settings["type"] == "token"
+    # SAM fills in the parameter's value (CloudFormation hands the transform the stack's values)
+    cache = template()["Parameters"]["AuthorizerCacheSeconds"]
+    assert settings["authorizerResultTtlInSeconds"] == cache["Default"] == 300
+    identity = template()["Resources"]["AgentsApi"]["Properties"]["Auth"]["Authorizers"]
+    assert identity["BearerKeys"]["Identity"]["ReauthorizeEvery"] == "!Ref AuthorizerCacheSeconds"
+    assert settings["authorizerUri"]["Fn::Sub"][1]["__FunctionArn__"] == {
+        "Fn::GetAtt": ["AuthorizerFunction", "Arn"]
+    }
+    routes = 0
+    for path, methods in body["paths"].items():
+        for method, spec in methods.items():
+            routes += 1
+            # the authorizer and a usage plan key (api_key: from the authorizer) on every route
+            assert spec["security"] == [{"BearerKeys": []}, {"api_key": []}], (path, method)
+    assert routes == len(STREAMED) + 20  # every route: the streamed ones and the agents function's
+    unauthorized = body["x-amazon-apigateway-gateway-responses"]["UNAUTHORIZED"]
+    assert unauthorized["statusCode"] == "401"
+    assert unauthorized["responseParameters"] == {
+        "gatewayresponse.header.WWW-Authenticate": "'Bearer'"
+    }
+    permission = resources["AgentsApiBearerKeysAuthorizerPermission"]["Properties"]
+    assert permission["Principal"] == "apigateway.amazonaws.com"
+
+
+def test_the_stage_and_each_tenant_are_throttled_and_tenants_have_a_daily_quota():
+    doc = template()
+    parameters, resources = doc["Parameters"], doc["Resources"]
+    (setting,) = resources["AgentsApi"]["Properties"]["MethodSettings"]
+    assert setting["ResourcePath"] == "/*" and setting["HttpMethod"] == "*"
+    assert setting["ThrottlingRateLimit"] == "!Ref StageRateLimit"
+    assert setting["ThrottlingBurstLimit"] == "!Ref StageBurstLimit"
+    plan = resources["TenantUsagePlan"]["Properties"]
+    assert plan["ApiStages"] == [{"ApiId": "!Ref AgentsApi", "Stage": "!Ref StageName"}]
+    assert plan["Throttle"] == {
+        "RateLimit": "!Ref TenantRateLimit",
+        "BurstLimit": "!Ref TenantBurstLimit",
+    }
+    assert plan["Quota"] == {"Limit": "!Ref TenantDailyQuota", "Period": "DAY"}
+    # defaults: a tenant gets a share of the stage, not all of it
+    assert parameters["TenantRateLimit"]["Default"] < parameters["StageRateLimit"]["Default"]
+    assert parameters["TenantBurstLimit"]["Default"] < parameters["StageBurstLimit"]["Default"]
+    assert doc["Outputs"]["UsagePlanId"]["Value"] == "!Ref TenantUsagePlan"
+    # the stack makes no shared API key any more: each tenant's is made with its first key
+    assert not [r for r in resources.values() if r["Type"] == "AWS::ApiGateway::ApiKey"]
+    transformed = sam_transform()["Resources"]
+    assert not [r for r in transformed.values() if r["Type"] == "AWS::ApiGateway::ApiKey"]
+    assert "AgentsApiStage" in transformed  # what TenantUsagePlan depends on
+
+
+def test_every_function_has_a_reserved_concurrency_parameter_where_0_means_unreserved():
+    doc = template()
+    for name, resource in functions(doc["Resources"]).items():
+        reserved = resource["Properties"]["ReservedConcurrentExecutions"]
+        assert reserved == {
+            "!If": [f"Reserves{name}", f"!Ref {name}Concurrency", "!Ref AWS::NoValue"]
+        }, name
+        parameter = doc["Parameters"][f"{name}Concurrency"]
+        assert parameter["Type"] == "Number" and parameter["MinValue"] == 0, name
+        assert doc["Conditions"][f"Reserves{name}"] == {
+            "!Not": [{"!Equals": [f"!Ref {name}Concurrency", 0]}]
+        }, name
+    defaults = {
+        n: doc["Parameters"][f"{n}Concurrency"]["Default"] for n in functions(doc["Resources"])
+    }
+    # Lambda keeps 100 of an account's default 1,000 unreserved: the defaults fit in the rest.
+    assert sum(defaults.values()) <= 900
+    assert defaults["AuthorizerFunction"] == 0  # a cap there would refuse every caller
+
+
+def test_bedrock_access_is_limited_to_the_listed_models_in_this_region_or_its_profiles():
+    doc = template()
+    assert doc["Parameters"]["BedrockModelIds"]["Type"] == "CommaDelimitedList"
+    resources = sam_transform()["Resources"]
+    callers = 0
+    for name in functions(doc["Resources"]):
+        role = resources[f"{name}Role"]["Properties"]
+        found = [
+            statement
+            for policy in role.get("Policies", [])
+            if "PolicyDocument" in policy  # not the conditional secret's (Fn::If)
+            for statement in policy["PolicyDocument"]["Statement"]
+            if any(str(a).startswith("bedrock:") for a in statement["Action"])
+        ]
+        if not found:
+            continue
+        callers += 1
+        by_sid = {s["Sid"]: s for s in found}
+        assert set(by_sid) == {
+            "BedrockModelsInThisRegion",
+            "BedrockProfilesInThisRegion",
+            "BedrockModelsThroughTheProfiles",
+        }, name
+        region = {"aws:RequestedRegion": {"Ref": "AWS::Region"}}
+        assert by_sid["BedrockModelsInThisRegion"]["Condition"] == {"StringEquals": region}
+        assert by_sid["BedrockProfilesInThisRegion"]["Condition"] == {
+            "StringEquals": region | {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}}
+        }
+        through = by_sid["BedrockModelsThroughTheProfiles"]["Condition"]["StringLike"]
+        assert "inference-profile/*" in through["bedrock:InferenceProfileArn"]["Fn::Sub"]
+        for statement in found:
+            # no `*` model: the resources are built from the parameter's ids
+            resource = json.dumps(statement["Resource"])
+            assert "BedrockModelIds" in resource and 'foundation-model/*"' not in resource
+    assert callers == 4
+
+
+def test_the_bedrock_resources_expand_to_one_arn_per_listed_model():
+    """CloudFormation's Split/Join, evaluated here for the default list."""
+    doc = template()
+    ids = doc["Parameters"]["BedrockModelIds"]["Default"].split(",")
+    role = sam_transform()["Resources"]["TurnsFunctionRole"]["Properties"]
+    statement = next(
+        s
+        for p in role["Policies"]
+        for s in p["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "BedrockModelsInThisRegion"
+    )
+    separator, joined = statement["Resource"]["Fn::Split"]
+    head, inner = joined["Fn::Join"][1]
+    delimiter, listed = inner["Fn::Join"]
+    assert listed == {"Ref": "BedrockModelIds"}
+    arns = (head + delimiter.join(ids)).split(separator)
+    assert arns == [f"arn:*:bedrock:*::foundation-model/{i}" for i in ids]
+
+
+def test_each_queue_takes_tls_only_and_senders_of_this_account_only():
+    resources = template()["Resources"]
+    policies = {
+        r["Properties"]["Queues"][0]: r["Properties"]["PolicyDocument"]["Statement"]
+        for r in resources.values()
+        if r["Type"] == "AWS::SQS::QueuePolicy"
+    }
+    queues = {f"!Ref {n}" for n, r in resources.items() if r["Type"] == "AWS::SQS::Queue"}
+    assert set(policies) == queues
+    for queue, statements_ in policies.items():
+        plain = [s for s in statements_ if "!If" not in s]
+        by_sid = {s["Sid"]: s for s in plain}
+        assert all(s["Effect"] == "Deny" for s in plain), queue  # IAM grants; these only limit
+        assert by_sid["TlsOnly"]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        assert by_sid["TlsOnly"]["Action"] == "sqs:*"
+        assert by_sid["SendersOfThisAccountOnly"]["Condition"] == {
+            "StringNotEquals": {"aws:PrincipalAccount": "!Ref AWS::AccountId"}
+        }
+    resume = {s["Sid"]: s for s in policies["!Ref ResumeQueue"] if "!If" not in s}
+    assert resume["OnlyTheConsumerReceives"]["Condition"] == {
+        "ArnNotEquals": {"aws:PrincipalArn": "!GetAtt ResumeQueueFunctionRole.Arn"}
+    }
+    (named,) = [s["!If"] for s in policies["!Ref ResumeQueue"] if "!If" in s]
+    assert named[0] == "NamesResumeSenders"
+    assert named[1]["Condition"] == {
+        "ArnNotLike": {"aws:PrincipalArn": "!Ref ResumeQueueSenderArns"}
+    }
+
+
+def test_the_table_is_protected_from_deletion():
+    table = template()["Resources"]["AgentsTable"]
+    assert table["Properties"]["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain" and table["UpdateReplacePolicy"] == "Retain"

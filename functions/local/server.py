@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+#: What the outbound guard lets the local server call for a caller (unless OUTBOUND_ALLOW says
+#: otherwise): loopback, where local MCP servers listen.
+LOCAL_OUTBOUND_ALLOW = ("127.0.0.0/8", "::1/128", "localhost")
+
 #: The path `make invoke` (functions/local/invoke.py) asks for the AWS endpoint and names in use.
 LOCAL_AWS_PATH = "/local/aws"
 
@@ -114,6 +118,12 @@ def _aws_failure(endpoint: str, err: Exception) -> StartupError:
     )
 
 
+def _web_search_note(provider: str) -> str:
+    if provider == "offline":
+        return "web search: offline results (set WEB_SEARCH_PROVIDER=tavily for real ones)"
+    return f"web search: {provider}"
+
+
 def _bedrock_note(embedded: bool) -> str:
     """Where bedrock/ models go: the embedded moto server has no Bedrock."""
     bedrock_endpoint = os.environ.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
@@ -125,6 +135,17 @@ def _bedrock_note(embedded: bool) -> str:
             " AWS_ENDPOINT_URL_BEDROCK_RUNTIME and your AWS credentials)"
         )
     return "bedrock/<id> on Bedrock at AWS_ENDPOINT_URL"
+
+
+def _shields_note(settings: Any) -> str:
+    """The shield every tenant has, and how a failing shield is treated."""
+    from agents_core.services.safety import BUILTIN_SHIELD
+
+    failing = "fail open" if settings.shield_fail_open else "fail closed"
+    return (
+        f"shields: built-in {BUILTIN_SHIELD.identifier!r} (offline regex patterns; register"
+        f" llama-guard or bedrock shields with POST /v1/shields), provider failures {failing}"
+    )
 
 
 class TableSnapshot:
@@ -200,6 +221,7 @@ def build_local_app():
     """(app, services, description): every router over the configured (or embedded) AWS.
     Raises StartupError for what the user can fix."""
     from contextlib import asynccontextmanager
+    from dataclasses import replace
 
     from agents_core import aws
     from agents_core.lifecycle import ensure_event_bus
@@ -216,6 +238,8 @@ def build_local_app():
     from agents_core.web.conversations import router as conversations_router
     from agents_core.web.discovery import router as discovery_router
     from agents_core.web.responses import router as responses_router
+    from agents_core.web.safety import safety_router, shields_router
+    from agents_core.web.tools import router as tools_router
     from agents_core.web.turns import resume_router, turns_router
     from botocore.exceptions import BotoCoreError, ClientError
     from fastapi import APIRouter
@@ -237,6 +261,13 @@ def build_local_app():
         where = "embedded moto server"
 
     settings = Settings.from_env()
+    if settings.local_auth not in ("", "keys"):
+        raise StartupError(
+            f"LOCAL_AUTH={settings.local_auth!r} is not known: LOCAL_AUTH=keys asks callers for"
+            " a Bearer key (scripts/api_keys.py --local create <tenant>); unset, none is asked"
+        )
+    if "OUTBOUND_ALLOW" not in os.environ:  # MCP servers on this machine, never in Lambda
+        settings = replace(settings, outbound_allow=LOCAL_OUTBOUND_ALLOW)
     try:
         # One call first, not retried: a wrong endpoint or missing credentials fail here, once
         # (10 s: LocalStack starts its DynamoDB on the first call).
@@ -290,14 +321,25 @@ def build_local_app():
         responses_router,
         conversations_router,
         discovery_router,
+        tools_router,
+        shields_router,
+        safety_router,
         local,
         services=services,
         lifespan=lifespan,
     )
+    auth = (
+        "callers need a Bearer key (LOCAL_AUTH=keys; scripts/api_keys.py --local create <tenant>)"
+        if settings.local_auth == "keys"
+        else "no key needed (tenant default)"
+    )
     description = (
-        f"AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
+        f"{auth} | AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
         f" | queue {settings.resume_queue_name} (polled here) | bus {settings.event_bus_name}"
         f" | {data} | {services.models.describe()}, {_bedrock_note(embedded)}"
+        f" | {_web_search_note(settings.web_search_provider)}"
+        f" | callers' URLs may also reach {', '.join(settings.outbound_allow) or 'nothing private'}"
+        f" | {_shields_note(settings)}"
     )
     return app, services, description
 

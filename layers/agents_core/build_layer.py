@@ -155,9 +155,23 @@ def build(out: Path, target: Target = LAMBDA) -> Path:
     shutil.rmtree(site, ignore_errors=True)
     shutil.copytree(dependencies, site)
     shutil.copytree(PACKAGE, site / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
+    _leave_out(site, tomllib.loads(PYPROJECT.read_text())["tool"]["serverless-agents"])
     if target is LAMBDA:
         _compile(site, f"python{target.python_version}")
     return site
+
+
+def _leave_out(site: Path, config: dict) -> None:
+    """Remove the distributions pyproject.toml's `layer-leaves-out` names (their RECORD's files)."""
+    names = {_name(n) for n in config.get("layer-leaves-out", [])}
+    for record in list(site.glob("*.dist-info/RECORD")):
+        if _name(record.parent.name.split("-")[0]) in names:
+            for line in record.read_text().splitlines():
+                (site / line.rsplit(",", 2)[0]).unlink(missing_ok=True)
+            shutil.rmtree(record.parent, ignore_errors=True)
+    for folder in sorted(site.rglob("*"), reverse=True):  # the folders that are now empty
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def _compile(site: Path, python: str) -> None:

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 #: The tenant of a caller with no identity in the request context (local use only: in Lambda,
-#: API Gateway requires an API key, whose id is the tenant).
+#: API Gateway's authorizer names the tenant, and a request without one is refused).
 DEFAULT_TENANT = "default"
 
 
@@ -31,6 +31,9 @@ class Settings:
     max_tool_calls: int = 100
     model_call_timeout_seconds: float = 300.0
     run_timeout_seconds: float = 840.0
+    #: The context a response's conversation must fit (estimated at 4 characters a token):
+    #: `truncation: auto` drops the oldest items to fit it, `disabled` refuses a longer one.
+    context_window_tokens: int = 200_000
     #: How long a running turn holds its session; longer than the turns function's timeout.
     turn_lease_seconds: int = 60
     #: The queue of resume messages (AgentTurnResumeRequest JSON) and the turn lifecycle bus.
@@ -44,6 +47,33 @@ class Settings:
     #: Bedrock model ids the deployment names (BEDROCK_MODEL_IDS, comma-separated), listed by
     #: `GET /v1/models` as `bedrock/<id>`; id prefixes ending in `*` are not listed.
     bedrock_model_ids: tuple[str, ...] = ()
+    #: `keys`: the local server asks every caller for a Bearer key, as the deployed API's
+    #: authorizer does (agents_core.auth); unset, callers without identity are `default`.
+    local_auth: str = ""
+    #: Addresses the server may call on a caller's behalf although they are not public: CIDRs
+    #: and host names (`OUTBOUND_ALLOW`, comma-separated). Empty in Lambda; the local server
+    #: allows loopback, for MCP servers on this machine.
+    outbound_allow: tuple[str, ...] = ()
+    #: Bound on the bytes of one HTTP response from a server called for a caller (MCP).
+    outbound_max_response_bytes: int = 4 * 1024 * 1024
+    #: One MCP operation (list the tools, or call one), connection included.
+    mcp_call_timeout_seconds: float = 60.0
+    #: How long a container reuses an MCP server's tool list (per URL and headers).
+    mcp_list_cache_seconds: float = 60.0
+    #: A tool result longer than this (UTF-8 bytes) reaches the model and the store cut, with a
+    #: marker saying so.
+    tool_result_max_bytes: int = 64 * 1024
+    #: `offline` (deterministic results, no network) or `tavily`; its API key is the Secrets
+    #: Manager secret named by `web_search_api_key_secret_id`.
+    web_search_provider: str = "offline"
+    web_search_api_key_secret_id: str | None = None
+    web_search_base_url: str = "https://api.tavily.com"
+    web_search_timeout_seconds: float = 30.0
+    #: A shield provider that fails (down, throttled, an answer it cannot read) fails the turn or
+    #: response (502) unless this is set: then the failure is logged and the check passes.
+    shield_fail_open: bool = False
+    #: How long one shield check may take (a Bedrock guardrail, a Llama Guard model call).
+    shield_timeout_seconds: float = 30.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -66,6 +96,9 @@ class Settings:
             run_timeout_seconds=float(
                 os.environ.get("RUN_TIMEOUT_SECONDS", cls.run_timeout_seconds)
             ),
+            context_window_tokens=int(
+                os.environ.get("CONTEXT_WINDOW_TOKENS", cls.context_window_tokens)
+            ),
             turn_lease_seconds=int(os.environ.get("TURN_LEASE_SECONDS", cls.turn_lease_seconds)),
             resume_queue_name=os.environ.get("RESUME_QUEUE_NAME", cls.resume_queue_name),
             event_bus_name=os.environ.get("EVENT_BUS_NAME", cls.event_bus_name),
@@ -73,5 +106,33 @@ class Settings:
             require_caller=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
             bedrock_model_ids=tuple(
                 m.strip() for m in os.environ.get("BEDROCK_MODEL_IDS", "").split(",") if m.strip()
+            ),
+            local_auth=os.environ.get("LOCAL_AUTH", "").strip().lower(),
+            outbound_allow=tuple(
+                entry.strip()
+                for entry in os.environ.get("OUTBOUND_ALLOW", "").split(",")
+                if entry.strip()
+            ),
+            outbound_max_response_bytes=int(
+                os.environ.get("OUTBOUND_MAX_RESPONSE_BYTES", cls.outbound_max_response_bytes)
+            ),
+            mcp_call_timeout_seconds=float(
+                os.environ.get("MCP_CALL_TIMEOUT_SECONDS", cls.mcp_call_timeout_seconds)
+            ),
+            mcp_list_cache_seconds=float(
+                os.environ.get("MCP_LIST_CACHE_SECONDS", cls.mcp_list_cache_seconds)
+            ),
+            tool_result_max_bytes=int(
+                os.environ.get("TOOL_RESULT_MAX_BYTES", cls.tool_result_max_bytes)
+            ),
+            web_search_provider=os.environ.get("WEB_SEARCH_PROVIDER") or cls.web_search_provider,
+            web_search_api_key_secret_id=os.environ.get("WEB_SEARCH_API_KEY_SECRET_ID") or None,
+            web_search_base_url=os.environ.get("WEB_SEARCH_BASE_URL") or cls.web_search_base_url,
+            web_search_timeout_seconds=float(
+                os.environ.get("WEB_SEARCH_TIMEOUT_SECONDS", cls.web_search_timeout_seconds)
+            ),
+            shield_fail_open=os.environ.get("SHIELD_FAIL_OPEN", "").lower() in ("1", "true", "yes"),
+            shield_timeout_seconds=float(
+                os.environ.get("SHIELD_TIMEOUT_SECONDS", cls.shield_timeout_seconds)
             ),
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from .common import ApiModel
 
@@ -29,8 +29,28 @@ class OpenAIResponseInputMessageContentImage(ApiModel):
     image_url: str | None = None
 
 
+class OpenAIResponseInputMessageContentFile(ApiModel):
+    """A file given as input: its bytes (`file_data`, a data: URL or plain base64, with
+    `filename`), a URL the server fetches, or a `file_id` of the Files API."""
+
+    type: Literal["input_file"] = "input_file"
+    file_data: str | None = None
+    file_url: str | None = Field(default=None, max_length=2048)
+    file_id: str | None = Field(default=None, max_length=256)
+    filename: str | None = Field(default=None, max_length=256)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> OpenAIResponseInputMessageContentFile:
+        given = [self.file_data, self.file_url, self.file_id]
+        if sum(value is not None for value in given) != 1:
+            raise ValueError("an input_file needs exactly one of file_data, file_url, file_id")
+        return self
+
+
 OpenAIResponseInputMessageContent = Annotated[
-    OpenAIResponseInputMessageContentText | OpenAIResponseInputMessageContentImage,
+    OpenAIResponseInputMessageContentText
+    | OpenAIResponseInputMessageContentImage
+    | OpenAIResponseInputMessageContentFile,
     Field(discriminator="type"),
 ]
 
@@ -78,6 +98,7 @@ class OpenAIResponseOutputMessageContentOutputText(ApiModel):
     text: str
     type: Literal["output_text"] = "output_text"
     annotations: list[OpenAIResponseAnnotations] = Field(default_factory=list)
+    logprobs: list[dict[str, Any]] = Field(default_factory=list)  # none are returned yet
 
 
 # --- items ---------------------------------------------------------------------------------
@@ -304,27 +325,94 @@ class OpenAIResponseError(ApiModel):
     message: str
 
 
+class OpenAIResponseReasoning(ApiModel):
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None
+
+
+class ToolChoiceFunction(ApiModel):
+    type: Literal["function"] = "function"
+    name: str = Field(min_length=1, max_length=256)
+
+
+class ToolChoiceMcp(ApiModel):
+    type: Literal["mcp"] = "mcp"
+    server_label: str
+    name: str | None = None
+
+
+class ToolChoiceHosted(ApiModel):
+    type: Literal["web_search", "web_search_preview", "file_search"]
+
+
+ToolChoice = Annotated[
+    ToolChoiceFunction | ToolChoiceMcp | ToolChoiceHosted, Field(discriminator="type")
+]
+
+#: OpenAI's limits on `metadata`: 16 pairs, keys up to 64 characters, values up to 512.
+Metadata = Annotated[
+    dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
+    Field(max_length=16),
+]
+
+ServiceTier = Literal["auto", "default", "flex", "scale", "priority"]
+
+
 class OpenAIResponseObject(ApiModel):
+    """The response object as the Open Responses specification requires it: every field
+    present, the request's settings echoed, the stated defaults where the request set none."""
+
     created_at: int
+    completed_at: int | None = None
     error: OpenAIResponseError | None = None
     id: str
     model: str
     object: Literal["response"] = "response"
     output: list[OpenAIResponseOutput]
-    parallel_tool_calls: bool = False
+    parallel_tool_calls: bool = True
     previous_response_id: str | None = None
     status: str
-    temperature: float | None = None
+    temperature: float = 1.0
     text: OpenAIResponseText = Field(
         default_factory=lambda: OpenAIResponseText(format=OpenAIResponseTextFormat(type="text"))
     )
-    top_p: float | None = None
-    truncation: str | None = None
+    top_p: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    top_logprobs: int = 0
+    truncation: Literal["auto", "disabled"] = "disabled"
     user: str | None = None
-    # Beyond the contract, as OpenAI's API returns them:
     instructions: str | None = None
     incomplete_details: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
+    tools: list[OpenAIResponseInputTool] = Field(default_factory=list)
+    tool_choice: Literal["auto", "none", "required"] | ToolChoice = "auto"
+    reasoning: OpenAIResponseReasoning | None = None
+    max_output_tokens: int | None = None
+    max_tool_calls: int | None = None
+    store: bool = True
+    background: bool = False
+    service_tier: ServiceTier = "default"
+    metadata: dict[str, str] = Field(default_factory=dict)
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+
+    @field_validator("temperature", "top_p", mode="before")
+    @classmethod
+    def _unset_is_default(cls, value: Any, info: Any) -> Any:
+        """Records stored before these were required hold null: read it as the default."""
+        return cls.model_fields[info.field_name].default if value is None else value
+
+    @field_validator("truncation", mode="before")
+    @classmethod
+    def _unset_truncation(cls, value: Any) -> Any:
+        return "disabled" if value is None else value
+
+    @field_validator("parallel_tool_calls", mode="before")
+    @classmethod
+    def _unset_parallel(cls, value: Any) -> Any:
+        return True if value is None else value
 
 
 class OpenAIResponseObjectWithInput(OpenAIResponseObject):
@@ -363,7 +451,14 @@ class ConversationReference(ApiModel):
     id: str = Field(pattern=ID)
 
 
+class StreamOptions(ApiModel):
+    include_obfuscation: bool | None = None
+
+
 class CreateOpenaiResponseRequest(ApiModel):
+    """What `responses.create` sends. Every standard field is accepted; docs/architecture.md
+    says which are honoured and how. An unknown field is a 400 naming it."""
+
     input: str | list[OpenAIResponseInput]
     # Both end up in DynamoDB keys (partition keys hold at most 2,048 bytes): bounded here,
     # so an oversized value is a 400 before any work, never a failed write after the model ran.
@@ -372,9 +467,27 @@ class CreateOpenaiResponseRequest(ApiModel):
     previous_response_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,128}$")
     store: bool | None = True
     stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    background: bool | None = False
     temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    max_output_tokens: int | None = Field(default=None, ge=16)
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    parallel_tool_calls: bool | None = True
     text: OpenAIResponseText | None = None
     tools: list[OpenAIResponseInputTool] | None = None
+    tool_choice: Literal["auto", "none", "required"] | ToolChoice | None = "auto"
+    truncation: Literal["auto", "disabled"] | None = "disabled"
+    reasoning: OpenAIResponseReasoning | None = None
+    include: list[str] | None = None
+    metadata: Metadata | None = None
+    user: str | None = Field(default=None, max_length=512)
+    safety_identifier: str | None = Field(default=None, max_length=64)
+    prompt_cache_key: str | None = Field(default=None, max_length=1024)
+    service_tier: ServiceTier | None = None
     max_infer_iters: int | None = Field(default=10, ge=1)
     conversation: Annotated[str, Field(pattern=ID)] | ConversationReference | None = None
 
@@ -447,6 +560,7 @@ class OutputTextDelta(StreamEvent):
     output_index: int
     content_index: int
     delta: str
+    logprobs: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class OutputTextDone(StreamEvent):
@@ -455,6 +569,7 @@ class OutputTextDone(StreamEvent):
     output_index: int
     content_index: int
     text: str
+    logprobs: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class FunctionCallArgumentsDelta(StreamEvent):

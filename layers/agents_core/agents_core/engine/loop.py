@@ -136,12 +136,13 @@ LoopEvent = (
 @dataclass(frozen=True)
 class Limits:
     """The server's bounds on a run, whatever the request asks (Settings: MAX_ITERATIONS,
-    MAX_TOOL_CALLS, MODEL_CALL_TIMEOUT_SECONDS, RUN_TIMEOUT_SECONDS)."""
+    MAX_TOOL_CALLS, MODEL_CALL_TIMEOUT_SECONDS, RUN_TIMEOUT_SECONDS, CONTEXT_WINDOW_TOKENS)."""
 
     max_iterations: int = 25
     max_tool_calls: int = 100
     call_seconds: float = 300.0  # one model call, first byte to last
     run_seconds: float = 840.0  # the run, in this invocation
+    context_tokens: int = 200_000  # what a response's conversation must fit
 
 
 # --- tools ------------------------------------------------------------------------------------
@@ -211,6 +212,10 @@ class AgentLoop:
                 if not reply.tool_calls:
                     yield Finished("answered")
                     return
+                if self.request.tool_choice != "none":
+                    # A forced choice (`required`, a tool) holds for one reply, else every
+                    # later reply would call a tool again until the budget ran out.
+                    self.request.tool_choice = "auto"
                 self.tool_calls += len(reply.tool_calls)
                 if self.tool_calls > self.limits.max_tool_calls:
                     yield Finished("max_tool_calls")

@@ -17,6 +17,7 @@ declined) when its input carries the `mcp_approval_response`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -46,9 +47,11 @@ from ..api.responses import (
     McpToolFilter,
     OpenAIResponseError,
     OpenAIResponseInputFunctionToolCallOutput,
+    OpenAIResponseInputMessageContentFile,
     OpenAIResponseInputMessageContentImage,
     OpenAIResponseInputMessageContentText,
     OpenAIResponseInputToolFileSearch,
+    OpenAIResponseInputToolFunction,
     OpenAIResponseInputToolMCP,
     OpenAIResponseInputToolWebSearch,
     OpenAIResponseMCPApprovalRequest,
@@ -73,16 +76,26 @@ from ..api.responses import (
     ResponseIncomplete,
     ResponseInProgress,
     StreamEvent,
+    ToolChoiceFunction,
+    ToolChoiceMcp,
     WebSearchAction,
     WebSearchCallCompleted,
     WebSearchCallInProgress,
     WebSearchCallSearching,
 )
 from ..domain import ConversationAppend
-from ..errors import InvalidRequest, RunFailed, UpstreamFailed, UpstreamTimeout, status_of
+from ..errors import InvalidRequest, RunFailed, TooLarge, UpstreamFailed, UpstreamTimeout, status_of
 from ..ids import new_id
 from ..inference.router import ModelRouter
-from ..inference.types import ChatMessage, ChatRequest, ChatToolCall, ToolSpec, Usage
+from ..inference.types import (
+    ChatDocument,
+    ChatMessage,
+    ChatRequest,
+    ChatToolCall,
+    ModelOptions,
+    ToolSpec,
+    Usage,
+)
 from ..log import logger
 from . import loop as L
 from .server_tools import McpEndpoint, ToolRuntime
@@ -303,7 +316,9 @@ class ResponseRun:
                 id=_id("fc"), call_id=call_id, name=name, arguments="", status="in_progress"
             )
         elif kind.kind == "web_search":
-            item = OpenAIResponseOutputMessageWebSearchToolCall(id=_id("ws"), status="in_progress")
+            item = OpenAIResponseOutputMessageWebSearchToolCall(
+                id=_id("ws"), status="in_progress", action=WebSearchAction()
+            )
         else:
             assert kind.server is not None
             label = kind.server.config.server_label
@@ -457,7 +472,7 @@ class ResponseRun:
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             "total_tokens": usage.input_tokens + usage.output_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens_details": {"reasoning_tokens": 0},
         }
 
@@ -485,6 +500,7 @@ class ResponseRun:
     async def _end(self, status: str, error: OpenAIResponseError | None = None) -> StreamEvent:
         self.response.status = status
         self.response.error = error
+        self.response.completed_at = int(time.time()) if status == "completed" else None
         if self.store:
             try:
                 await self.storage.save(
@@ -500,6 +516,7 @@ class ResponseRun:
                 )
                 self.response.status = status = "failed"
                 self.response.error = error
+                self.response.completed_at = None
         kind = {"completed": ResponseCompleted, "incomplete": ResponseIncomplete}.get(
             status, ResponseFailed
         )
@@ -552,6 +569,8 @@ class ResponsesEngine:
         self.tools = tools  # None: only function tools
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
+        if body.background:
+            raise InvalidRequest("background responses are not available yet; omit background")
         specs, mcp, server_tools, kinds = await self._tools(body)
         conversation = await self._in_conversation(tenant, body)
         previous: list[ChatMessage] = conversation[1] if conversation is not None else []
@@ -559,9 +578,10 @@ class ResponsesEngine:
             stored = await self.storage.context(tenant, body.previous_response_id)
             previous = [ChatMessage.from_dict(m) for m in stored]
         items = _input_items(body.input)
-        current = previous + _input_messages(items)
+        current = previous + _input_messages(items, await self._read_files(items))
         approvals = _approvals(current, items)
         _answer_forgotten_calls(current)
+        current = _fit(current, body.truncation or "disabled", self.limits.context_tokens)
         system = [ChatMessage("system", body.instructions)] if body.instructions else []
         provider, model_id = self.models.resolve(body.model)
         text = body.text or OpenAIResponseText(format=OpenAIResponseTextFormat(type="text"))
@@ -569,28 +589,33 @@ class ResponsesEngine:
             model=model_id,
             messages=system + current,
             tools=specs,
+            tool_choice=_tool_choice(body, mcp),
             response_format=_response_format(text),
-            temperature=body.temperature,
+            options=ModelOptions(
+                temperature=body.temperature,
+                top_p=body.top_p,
+                max_tokens=body.max_output_tokens,
+                presence_penalty=body.presence_penalty,
+                frequency_penalty=body.frequency_penalty,
+                top_logprobs=body.top_logprobs,
+                parallel_tool_calls=body.parallel_tool_calls,
+                reasoning_effort=body.reasoning.effort if body.reasoning else None,
+                user=body.safety_identifier or body.user,
+                prompt_cache_key=body.prompt_cache_key,
+            ),
         )
         provider.check(request)  # 400 before anything runs
-        response = OpenAIResponseObjectWithInput(
-            id=_id("resp"),
-            created_at=int(time.time()),
-            model=body.model,
-            output=[],
-            status="in_progress",
-            previous_response_id=body.previous_response_id,
-            temperature=body.temperature,
-            text=text,
-            instructions=body.instructions,
-            input=items,
-        )
+        response = _response_object(body, items, text)
+        limits = self.limits
+        if body.max_tool_calls is not None:
+            calls = min(body.max_tool_calls, limits.max_tool_calls)
+            limits = dataclasses.replace(limits, max_tool_calls=calls)
         loop = L.AgentLoop(
             provider,
             request,
             L.Tools(client=None, server=server_tools),
             max_iterations=body.max_infer_iters or 10,
-            limits=self.limits,
+            limits=limits,
             stream=bool(body.stream),
             new_call_id=lambda: _id("call"),
         )
@@ -623,7 +648,29 @@ class ResponsesEngine:
         if not isinstance(conversation_id, str):
             conversation_id = conversation_id.id
         items, version = await self.storage.conversation_context(tenant, conversation_id)
-        return ConversationAppend(conversation_id, version), _input_messages(items)
+        messages = _input_messages(items, await self._read_files(items))
+        return ConversationAppend(conversation_id, version), messages
+
+    async def _read_files(self, items: list[Any]) -> dict[int, str | ChatDocument]:
+        """The content of each input_file part: its data decoded, or its URL fetched through
+        the outbound guard; 400 (413) for what cannot be read."""
+        files: dict[int, str | ChatDocument] = {}
+        for part in _file_parts(items):
+            if part.file_id is not None:
+                raise InvalidRequest(
+                    "input_file file_id needs the Files API, which this deployment does not"
+                    " serve yet; send file_data or file_url"
+                )
+            if part.file_url is not None:
+                if self.tools is None:
+                    raise InvalidRequest("input_file file_url is not available; send file_data")
+                name = part.filename or part.file_url.rsplit("/", 1)[-1] or "file"
+                raw, media_type = await self.tools.fetch(part.file_url, MAX_FILE_BYTES)
+            else:
+                name = part.filename or "file"
+                raw, media_type = _decode_file_data(part.file_data or "", name)
+            files[id(part)] = _file_content(name, media_type, raw)
+        return files
 
     async def _tools(
         self, body: CreateOpenaiResponseRequest
@@ -669,6 +716,113 @@ def _not_stored(err: Exception) -> OpenAIResponseError:
         return OpenAIResponseError(code="server_error", message=message)
     code = {409: "conversation_conflict", 404: "conversation_not_found"}.get(status, "too_large")
     return OpenAIResponseError(code=code, message=f"{err}; the response was not stored")
+
+
+def _response_object(
+    body: CreateOpenaiResponseRequest, items: list[Any], text: OpenAIResponseText
+) -> OpenAIResponseObjectWithInput:
+    """The response as it starts: the request's settings echoed, the specification's defaults
+    for what it left unset. MCP credentials (`headers`, `authorization`) are not echoed or
+    stored."""
+    tools = [
+        tool.model_copy(update={"headers": None, "authorization": None})
+        if isinstance(tool, OpenAIResponseInputToolMCP)
+        else tool
+        for tool in body.tools or []
+    ]
+    settings = body.model_dump(
+        include={
+            "temperature",
+            "top_p",
+            "presence_penalty",
+            "frequency_penalty",
+            "top_logprobs",
+            "truncation",
+            "parallel_tool_calls",
+            "max_output_tokens",
+            "max_tool_calls",
+            "user",
+            "safety_identifier",
+            "prompt_cache_key",
+            "service_tier",
+            "metadata",
+            "reasoning",
+            "tool_choice",
+        },
+        exclude_none=True,
+    )
+    if settings.get("service_tier") == "auto":
+        settings["service_tier"] = "default"  # the tier `auto` chose: there is one
+    return OpenAIResponseObjectWithInput(
+        id=_id("resp"),
+        created_at=int(time.time()),
+        model=body.model,
+        output=[],
+        status="in_progress",
+        previous_response_id=body.previous_response_id,
+        text=text,
+        instructions=body.instructions,
+        input=items,
+        tools=tools,
+        store=body.store is not False,
+        **settings,
+    )
+
+
+def _tool_choice(body: CreateOpenaiResponseRequest, mcp: list[_McpServer]) -> str:
+    """`tool_choice` as the loop's model request names it: auto, none, required, or a tool."""
+    choice = body.tool_choice or "auto"
+    if isinstance(choice, str):
+        return choice
+    if isinstance(choice, ToolChoiceFunction):
+        names = [t.name for t in body.tools or [] if isinstance(t, OpenAIResponseInputToolFunction)]
+        if choice.name not in names:
+            raise InvalidRequest(f"tool_choice names function {choice.name}, not in tools")
+        return choice.name
+    if isinstance(choice, ToolChoiceMcp):
+        if not any(s.config.server_label == choice.server_label for s in mcp):
+            raise InvalidRequest(
+                f"tool_choice names MCP server {choice.server_label}, not in tools"
+            )
+        return choice.name or "required"
+    if choice.type == "file_search":
+        raise InvalidRequest("tool_choice file_search: file_search is not available")
+    if not any(isinstance(t, OpenAIResponseInputToolWebSearch) for t in body.tools or []):
+        raise InvalidRequest(f"tool_choice {choice.type} needs a {choice.type} tool in tools")
+    return "web_search"
+
+
+def _fit(
+    conversation: list[ChatMessage], truncation: str, context_tokens: int
+) -> list[ChatMessage]:
+    """The conversation within the context window (estimated at 4 characters a token):
+    `auto` drops the oldest messages (and results left without their call); `disabled`
+    refuses a conversation that does not fit."""
+
+    def tokens(messages: list[ChatMessage]) -> int:
+        chars = sum(
+            len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
+            for m in messages
+        )
+        return chars // 4 + 1
+
+    if tokens(conversation) <= context_tokens:
+        return conversation
+    if truncation != "auto":
+        raise InvalidRequest(
+            f"The input is about {tokens(conversation)} tokens, more than the context window of"
+            f" {context_tokens}; send truncation: auto to drop the oldest items"
+        )
+    kept = list(conversation)
+    while kept and tokens(kept) > context_tokens:
+        kept.pop(0)
+        while kept and kept[0].role == "tool":
+            kept.pop(0)
+    if not kept:
+        raise InvalidRequest(
+            f"The last input item alone is more than the context window of {context_tokens} tokens"
+        )
+    return kept
 
 
 def _endpoint(tool: OpenAIResponseInputToolMCP) -> McpEndpoint:
@@ -769,11 +923,7 @@ def _input_items(value: str | list[Any]) -> list[Any]:
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(
-        part.text
-        for part in content
-        if not isinstance(part, OpenAIResponseInputMessageContentImage)
-    )
+    return "".join(part.text for part in content if hasattr(part, "text"))
 
 
 def _content_images(content: Any) -> list[str]:
@@ -786,13 +936,69 @@ def _content_images(content: Any) -> list[str]:
     ]
 
 
-def _input_messages(items: list[Any]) -> list[ChatMessage]:
+#: The largest file a request may give as input (API Gateway carries 10 MB at most).
+MAX_FILE_BYTES = 8 * 1024 * 1024
+_TEXT_TYPES = {"application/json", "application/xml", "application/yaml", "application/x-yaml"}
+
+
+def _file_parts(items: list[Any]) -> Iterator[OpenAIResponseInputMessageContentFile]:
+    for item in items:
+        if isinstance(item, OpenAIResponseMessage) and not isinstance(item.content, str):
+            for part in item.content:
+                if isinstance(part, OpenAIResponseInputMessageContentFile):
+                    yield part
+
+
+def _decode_file_data(data: str, name: str) -> tuple[bytes, str]:
+    """A data: URL's bytes and media type, or plain base64's with the type its name says."""
+    import base64
+    import binascii
+    import mimetypes
+
+    media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    if data.startswith("data:"):
+        header, _, data = data.partition(",")
+        media_type = header[5:].split(";")[0] or media_type
+    if len(data) > MAX_FILE_BYTES * 4 // 3 + 4:
+        raise TooLarge(f"input_file {name} is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        return base64.b64decode(data, validate=True), media_type
+    except (binascii.Error, ValueError):
+        raise InvalidRequest(f"input_file {name}: file_data is not base64") from None
+
+
+def _file_content(name: str, media_type: str, raw: bytes) -> str | ChatDocument:
+    """A text file as text every model reads; anything else as a document for the providers
+    that take documents (the others refuse it with a 400)."""
+    import base64
+
+    if media_type.startswith("text/") or media_type in _TEXT_TYPES:
+        try:
+            return f"[file {name}]\n{raw.decode()}"
+        except UnicodeDecodeError:
+            raise InvalidRequest(f"input_file {name} is not UTF-8 text") from None
+    return ChatDocument(name, media_type, base64.b64encode(raw).decode())
+
+
+def _input_messages(
+    items: list[Any], files: dict[int, str | ChatDocument] | None = None
+) -> list[ChatMessage]:
+    """The input items as chat messages; `files`: each input_file part's content, read
+    beforehand (`ResponsesEngine._read_files`)."""
+    files = files or {}
     messages: list[ChatMessage] = []
     for item in items:
         if isinstance(item, OpenAIResponseMessage):
             role = {"developer": "system"}.get(item.role, item.role)
             text, images = _content_text(item.content), _content_images(item.content)
-            messages.append(ChatMessage(role, text, images=images))
+            message = ChatMessage(role, text, images=images)
+            for part in item.content if not isinstance(item.content, str) else []:
+                content = files.get(id(part))
+                if isinstance(content, ChatDocument):
+                    message.documents.append(content)
+                elif content is not None:
+                    message.content = "\n\n".join(filter(None, [message.content, content]))
+            messages.append(message)
         elif isinstance(item, OpenAIResponseOutputMessageFunctionToolCall):
             call = ChatToolCall(item.call_id, item.name, item.arguments)
             if messages and messages[-1].role == "assistant":

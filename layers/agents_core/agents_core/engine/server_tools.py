@@ -51,6 +51,11 @@ class ToolRuntime(Protocol):
 
     def web_search(self) -> tuple[ToolSpec, ServerTool]: ...
 
+    async def fetch(self, url: str, max_bytes: int) -> tuple[bytes, str]:
+        """A document a caller names by URL (`input_file`), through the outbound guard: its
+        bytes and media type; InvalidRequest for a refused URL, TooLarge past `max_bytes`."""
+        ...
+
     async def toolgroups(
         self, tenant: str, groups: Sequence[Any], provider_data: Mapping[str, Any] | None
     ) -> ServerToolset:

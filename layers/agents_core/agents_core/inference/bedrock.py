@@ -11,6 +11,7 @@ from typing import Any
 from ..api.common import TopKSamplingStrategy, TopPSamplingStrategy
 from ..errors import InvalidRequest, UpstreamFailed, UpstreamTimeout
 from .types import (
+    ChatDocument,
     ChatEvent,
     ChatMessage,
     ChatRequest,
@@ -39,6 +40,8 @@ class BedrockProvider:
         for message in request.messages:
             for url in message.images:
                 _image_block(url)
+            for document in message.documents:
+                _document_block(document)
 
     async def complete(self, request: ChatRequest) -> list[ChatEvent]:
         params = self._params(request)
@@ -150,8 +153,14 @@ class BedrockProvider:
                 config["maxTokens"] = sampling.max_tokens
             if sampling.stop:
                 config["stopSequences"] = sampling.stop
-        if request.temperature is not None:
-            config["temperature"] = request.temperature
+        options = request.options  # Converse has no penalties, log probabilities or users
+        for name, value in (
+            ("temperature", options.temperature),
+            ("topP", options.top_p),
+            ("maxTokens", options.max_tokens),
+        ):
+            if value is not None:
+                config[name] = value
         if config:
             params["inferenceConfig"] = config
         if extra:
@@ -200,6 +209,7 @@ def _messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
         else:
             blocks = [{"text": message.content}] if message.content else []
             blocks += [_image_block(url) for url in message.images]
+            blocks += [_document_block(d) for d in message.documents]
             for call in message.tool_calls:
                 try:
                     args = json.loads(call.arguments or "{}")
@@ -228,6 +238,37 @@ def _image_block(url: str) -> dict[str, Any]:
             "source": {"bytes": base64.b64decode(data)},
         }
     }
+
+
+_DOCUMENT_FORMATS = {
+    "application/pdf": "pdf",
+    "text/csv": "csv",
+    "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "text/html": "html",
+    "text/plain": "txt",
+    "text/markdown": "md",
+}
+
+
+def _document_block(document: ChatDocument) -> dict[str, Any]:
+    """A Converse document block. Its name may hold only letters, digits, single spaces,
+    hyphens, parentheses and brackets."""
+    import base64
+    import re
+
+    kind = _DOCUMENT_FORMATS.get(document.media_type)
+    if kind is None:
+        raise InvalidRequest(
+            f"Bedrock models take no {document.media_type} documents"
+            f" (they take {', '.join(sorted(set(_DOCUMENT_FORMATS.values())))})"
+        )
+    stem = document.name.rsplit(".", 1)[0]
+    name = re.sub(r"\s+", " ", re.sub(r"[^A-Za-z0-9\s\-()\[\]]", "-", stem)).strip()
+    source = {"bytes": base64.b64decode(document.data)}
+    return {"document": {"format": kind, "name": name[:200] or "document", "source": source}}
 
 
 def _usage(usage: dict[str, Any] | None) -> Usage | None:

@@ -2,7 +2,8 @@
 
 It answers "You said: <last user text>". Asked for a tool by name (the user text mentions an
 offered tool), it calls it with the `name=value` pairs found in the text; given tool results,
-it reports them. Enough to exercise streaming, client tools and resume end to end.
+it reports them; a `max_tokens` option cuts the answer at that many words. Enough to exercise
+streaming, client tools, resume and token limits end to end.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 
+from ..errors import InvalidRequest
 from .types import ChatEvent, ChatRequest, Finish, TextDelta, ToolCallDelta, Usage
 
 _PAIR = re.compile(r"(\w+)=(\"[^\"]*\"|\S+)")
@@ -20,7 +22,13 @@ class OfflineProvider:
     name = "offline"
 
     def check(self, request: ChatRequest) -> None:
-        """Every request is acceptable (response formats are ignored)."""
+        """Every request but one with documents is acceptable (response formats are
+        ignored)."""
+        if any(m.documents for m in request.messages):
+            raise InvalidRequest(
+                "The offline model reads no documents (PDFs and the like); text files are read"
+                " as text. Configure a model that takes documents."
+            )
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
         for event in self._answer(request):
@@ -52,10 +60,13 @@ class OfflineProvider:
                 ]
             text = f"You said: {text_in}"
         words = text.split(" ")
+        limit = request.options.max_tokens  # a word is a token here
+        finish = "length" if limit is not None and len(words) > limit else "stop"
+        words = words[:limit] if limit is not None else words
         deltas: list[ChatEvent] = [
             TextDelta(word if i == 0 else " " + word) for i, word in enumerate(words)
         ]
-        return [*deltas, Finish("stop", Usage(prompt_words, len(words)))]
+        return [*deltas, Finish(finish, Usage(prompt_words, len(words)))]
 
     @staticmethod
     def _tool_call(request: ChatRequest, text: str) -> tuple[str, dict] | None:

@@ -160,8 +160,7 @@ class OpenAICompatProvider:
                 params["repetition_penalty"] = sampling.repetition_penalty
             if sampling.stop:
                 params["stop"] = sampling.stop
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
+        params.update(_options(request))
         fmt = request.response_format
         if isinstance(fmt, GrammarResponseFormat):
             raise InvalidRequest(
@@ -188,11 +187,18 @@ def _message(message: ChatMessage) -> dict[str, Any]:
         data["content"] = message.content or None
     if message.tool_call_id:
         data["tool_call_id"] = message.tool_call_id
-    if message.images:
+    if message.images or message.documents:
         parts: list[dict[str, Any]] = (
             [{"type": "text", "text": message.content}] if message.content else []
         )
         parts += [{"type": "image_url", "image_url": {"url": url}} for url in message.images]
+        parts += [
+            {
+                "type": "file",
+                "file": {"filename": d.name, "file_data": f"data:{d.media_type};base64,{d.data}"},
+            }
+            for d in message.documents
+        ]
         data["content"] = parts
     return data
 
@@ -241,3 +247,27 @@ def _unreachable_reason(err: BaseException) -> str:
             return "unknown host"
         cause = cause.__cause__ or cause.__context__
     return str(err) or type(err).__name__
+
+
+def _options(request: ChatRequest) -> dict[str, Any]:
+    """The Responses API's settings, under the chat completions names, where set."""
+    options = request.options
+    params: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("temperature", options.temperature),
+            ("top_p", options.top_p),
+            ("max_tokens", options.max_tokens),
+            ("presence_penalty", options.presence_penalty),
+            ("frequency_penalty", options.frequency_penalty),
+            ("reasoning_effort", options.reasoning_effort),
+            ("user", options.user),
+            ("prompt_cache_key", options.prompt_cache_key),
+        )
+        if value is not None
+    }
+    if options.top_logprobs:
+        params["logprobs"], params["top_logprobs"] = True, options.top_logprobs
+    if request.tools and options.parallel_tool_calls is not None:
+        params["parallel_tool_calls"] = options.parallel_tool_calls
+    return params

@@ -21,12 +21,23 @@ class ChatToolCall:
 
 
 @dataclass
+class ChatDocument:
+    """A file the model reads as a document (a PDF, a spreadsheet); text files become message
+    text before they get here. Providers that take documents get its bytes."""
+
+    name: str
+    media_type: str
+    data: str  # base64
+
+
+@dataclass
 class ChatMessage:
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     tool_calls: list[ChatToolCall] = field(default_factory=list)
     tool_call_id: str | None = None  # role "tool": the call this answers
     images: list[str] = field(default_factory=list)  # image URLs or data: URLs, after the text
+    documents: list[ChatDocument] = field(default_factory=list)  # after the images
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -43,6 +54,7 @@ class ChatMessage:
             tool_calls=calls,
             tool_call_id=data.get("tool_call_id"),
             images=data.get("images", []),
+            documents=[ChatDocument(**d) for d in data.get("documents", [])],
         )
 
 
@@ -54,6 +66,23 @@ class ToolSpec:
 
 
 @dataclass
+class ModelOptions:
+    """The Responses API's generation settings; each set one overrides `sampling`. A provider
+    passes on what its API takes and ignores the rest (docs/architecture.md lists which)."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    top_logprobs: int | None = None
+    parallel_tool_calls: bool | None = None
+    reasoning_effort: str | None = None
+    user: str | None = None  # the caller's end user (`safety_identifier` or `user`)
+    prompt_cache_key: str | None = None
+
+
+@dataclass
 class ChatRequest:
     model: str
     messages: list[ChatMessage]
@@ -61,7 +90,7 @@ class ChatRequest:
     tool_choice: str = "auto"  # auto | required | none | a tool name
     sampling: SamplingParams | None = None
     response_format: ResponseFormat | None = None
-    temperature: float | None = None  # a direct override (the Responses API's `temperature`)
+    options: ModelOptions = field(default_factory=ModelOptions)
 
 
 @dataclass

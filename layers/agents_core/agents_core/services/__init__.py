@@ -19,6 +19,7 @@ class Services:
     settings: Settings
     dynamodb: Any = None
     events_client: Any = None  # EventBridge; created at the first publish unless given
+    bedrock_client: Any = None  # bedrock-runtime for guardrails; created at first use unless given
 
     @cached_property
     def agents(self):
@@ -68,6 +69,16 @@ class Services:
         return ModelCatalog(self.models.settings, self.settings.bedrock_model_ids)
 
     @cached_property
+    def toolgroups(self):
+        """Tool groups (built-in and registered MCP servers), their tools, and calls to them."""
+        from ..store.toolgroups import ToolGroupStore
+        from .tools import ToolGroupService
+
+        return ToolGroupService(
+            ToolGroupStore(self.dynamodb, self.settings.table_name), self.settings
+        )
+
+    @cached_property
     def models(self):
         """Model id to provider routing (CRUD functions never need it)."""
         from ..inference.router import InferenceSettings, ModelRouter
@@ -82,6 +93,20 @@ class Services:
         )
 
     @cached_property
+    def safety(self):
+        """Shields: the registry and the checks turns, responses and the safety routes run."""
+        from ..store.shields import ShieldStore
+        from .safety import SafetyService
+
+        return SafetyService(
+            ShieldStore(self.dynamodb, self.settings.table_name),
+            models=self.models,
+            bedrock_client=self.bedrock_client,
+            fail_open=self.settings.shield_fail_open,
+            timeout_seconds=self.settings.shield_timeout_seconds,
+        )
+
+    @cached_property
     def limits(self):
         """The server's bounds on every turn and response."""
         from ..engine.loop import Limits
@@ -92,6 +117,7 @@ class Services:
             max_tool_calls=s.max_tool_calls,
             call_seconds=s.model_call_timeout_seconds,
             run_seconds=s.run_timeout_seconds,
+            context_tokens=s.context_window_tokens,
         )
 
     @cached_property
@@ -108,7 +134,9 @@ class Services:
         from ..lifecycle import TurnEventPublisher
 
         publisher = TurnEventPublisher(self.events_client, self.settings.event_bus_name)
-        return TurnEngine(self.turn_storage, self.models, publisher, self.limits)
+        return TurnEngine(
+            self.turn_storage, self.models, publisher, self.limits, tools=self.tool_runtime
+        )
 
     @cached_property
     def responses_engine(self):
@@ -117,7 +145,14 @@ class Services:
         from ..store.engine_storage import DynamoResponseStorage
 
         storage = DynamoResponseStorage(self.responses, self.conversation_store)
-        return ResponsesEngine(storage, self.models, self.limits)
+        return ResponsesEngine(storage, self.models, self.limits, tools=self.tool_runtime)
+
+    @cached_property
+    def tool_runtime(self):
+        """The engine's tool runtime port: MCP servers, web search, the tenant's tool groups."""
+        from .tool_runtime import ServerToolRuntime
+
+        return ServerToolRuntime(self.settings, self.toolgroups)
 
 
 def build_services(settings: Settings, dynamodb: Any = None, events: Any = None) -> Services:

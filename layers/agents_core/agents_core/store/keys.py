@@ -9,6 +9,7 @@ AGENT = "AGENT"
 SESSION = "SESSION"
 RESPONSE = "RESPONSE"
 CONTEXT = "CONTEXT"  # a response's conversation through it
+SHIELD_PREFIX = "SHIELD#"
 
 SESSION_REF_PREFIX = "SESSION#"
 TURN_PREFIX = "TURN#"
@@ -93,6 +94,27 @@ def responses_gsi1pk(tenant: str) -> str:
 
 def responses_by_model_gsi2pk(tenant: str, model: str) -> str:
     return f"{_tenant(tenant)}#RESPONSES#MODEL#{model}"
+
+
+TOOLGROUP_PREFIX = "TOOLGROUP#"
+
+
+def toolgroups_pk(tenant: str) -> str:
+    """A tenant's registered tool groups share one partition: one query lists them all."""
+    return f"{_tenant(tenant)}#TOOLGROUPS"
+
+
+def toolgroup_sk(toolgroup_id: str) -> str:
+    return f"{TOOLGROUP_PREFIX}{toolgroup_id}"
+
+
+def shields_pk(tenant: str) -> str:
+    """A tenant's registered shields share one partition: few, small, listed together."""
+    return f"{_tenant(tenant)}#SHIELDS"
+
+
+def shield_sk(identifier: str) -> str:
+    return f"{SHIELD_PREFIX}{identifier}"
 
 
 # --- conversations (OpenAI Conversations API) ---------------------------------------------

@@ -1,8 +1,10 @@
 """Per-request context: the caller's tenant, the services, the correlation id.
 
 The tenant is read from API Gateway's request context, never from anything the caller sends:
-the authorizer's principal id, else the IAM caller, else the API key id. Without any of them
-(local use) the tenant is `default`. Buffered functions get the context in the event Mangum
+the authorizer's principal id (the deployed API's Bearer-key authorizer, functions/authorizer),
+else the IAM caller, else the API key id. Without any of them (local use) the tenant is
+`default`, or, under `LOCAL_AUTH=keys`, the tenant of the request's Bearer key, checked by the
+same code as the authorizer's. Buffered functions get the context in the event Mangum
 puts in the ASGI scope; streaming functions get it from the Lambda Web Adapter in the
 `x-amzn-request-context` header, which is trusted only inside Lambda (there the adapter sets it,
 replacing anything a caller sent; locally a caller could forge it).
@@ -15,7 +17,8 @@ from typing import Any
 
 from fastapi import Request
 
-from ..errors import InvalidRequest, Unauthenticated
+from .. import aws
+from ..errors import Unauthenticated
 from ..log import logger
 from ..services import Services
 from ..settings import DEFAULT_TENANT
@@ -62,29 +65,27 @@ def tenant(request: Request) -> str:
     caller = tenant_from_event(event)
     if caller is not None:
         return caller
+    if request.app.state.services.settings.local_auth == "keys":
+        return key_tenant(request)
     if request.app.state.services.settings.require_caller:  # never fall open to a shared tenant
         raise Unauthenticated("No caller identity in the request context")
     return DEFAULT_TENANT
 
 
+def key_tenant(request: Request) -> str:
+    """The tenant of the request's `Authorization: Bearer <key>` (the local server's stand-in
+    for the API's authorizer), else 401."""
+    from ..auth import InvalidKey, KeyStore, authenticate
+
+    services = request.app.state.services
+    store = KeyStore(services.dynamodb or aws.client("dynamodb"), services.settings.table_name)
+    try:
+        return authenticate(request.headers.get("authorization"), store).tenant
+    except InvalidKey as err:
+        logger.info("Unauthorized", reason=str(err))
+        raise Unauthenticated("Send a valid key: Authorization: Bearer <key>") from None
+
+
 def get_services(request: Request) -> Services:
     """FastAPI dependency: the stores and engine the app was built with."""
     return request.app.state.services
-
-
-PROVIDER_DATA_HEADER = "x-llamastack-provider-data"
-
-
-def provider_data(request: Request) -> dict[str, Any] | None:
-    """FastAPI dependency: the Llama Stack client's provider-data header (a JSON object; its
-    `mcp_headers` map each MCP endpoint to the headers to send it), or None."""
-    header = request.headers.get(PROVIDER_DATA_HEADER)
-    if not header:
-        return None
-    try:
-        data = json.loads(header)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        raise InvalidRequest(f"The {PROVIDER_DATA_HEADER} header must be a JSON object")
-    return data

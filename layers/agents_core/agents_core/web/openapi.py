@@ -21,11 +21,14 @@ _DETAIL = {
     }
 }
 
-#: Routes that run a turn or a response: the model can fail (502) or run out of time (504).
-_RUNS = ("/turn", "/resume", "/responses")
+#: Routes that run a turn, a response or a shield: the model or the shield can fail (502) or run
+#: out of time (504).
+_RUNS = ("/turn", "/resume", "/responses", "/run-shield", "/moderations")
 #: Routes whose state can refuse the change: a busy session, a turn not awaiting input, a
 #: conversation changed while a response in it ran, items added too fast.
 _CONFLICTS = ("/turn", "/resume", "/responses", "/items")
+#: Tool routes that ask MCP servers for their tools: a server can fail (502).
+_TOOL_LISTINGS = ("/v1/tools", "/v1/tool-runtime/list-tools")
 
 
 def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str]:
@@ -37,8 +40,18 @@ def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str
     has_body = "requestBody" in operation
     if has_body:
         out["415"] = "The body was not sent as Content-Type: application/json"
-    if method == "post" and path in ("/v1/agents", "/v1/agents/{agent_id}/session"):
+    if path.startswith(("/v1/tools", "/v1/tool-runtime/")):
+        out["404"] = "No such tool or tool group, or another tenant's"
+    if method == "post" and path in (
+        "/v1/agents",
+        "/v1/agents/{agent_id}/session",
+        "/v1/toolgroups",
+    ):
         out["413"] = "Too large to store"
+    if method == "post" and path == "/v1/toolgroups":
+        out["409"] = "The id is registered with another definition"
+    if method == "get" and path.startswith(_TOOL_LISTINGS):
+        out["502"] = "An MCP server failed to list its tools"
     agents_delete = method == "delete" and path.startswith("/v1/agents/")
     if agents_delete or (method == "post" and path.endswith(_CONFLICTS)):
         out["409"] = (
@@ -49,8 +62,8 @@ def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str
         out["404"] = "previous_response_id or conversation not found, or another tenant's"
         out["413"] = "Too many items for the conversation at once (a response in a conversation)"
     if method == "post" and path.endswith(_RUNS):
-        out["502"] = "The model failed (`detail`, and the run's id)"
-        out["504"] = "The model ran out of time"
+        out["502"] = "The model or a shield failed (`detail`, and the run's id)"
+        out["504"] = "The model or a shield ran out of time"
     out["503"] = "Storage is unavailable for a moment: retry"
     return out
 

@@ -11,7 +11,7 @@ from ..api.agents import CreateAgentTurnRequest, ResumeAgentTurnRequest, Turn
 from ..engine.turns import TurnRun
 from ..errors import RunFailed
 from .common import AgentId, SessionId, TurnId, json_response
-from .deps import ProviderData, Svc, Tenant
+from .deps import Provider, Svc, Tenant
 from .sse import sse_response
 
 turns_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
@@ -28,7 +28,7 @@ async def create_turn(
     body: CreateAgentTurnRequest,
     tenant: Tenant,
     svc: Svc,
-    provider_data: ProviderData,
+    provider_data: Provider,
 ) -> Response:
     run = await svc.engine.start_turn(tenant, agent_id, session_id, body, provider_data)
     return await _answer(run)
@@ -45,7 +45,7 @@ async def resume_turn(
     body: ResumeAgentTurnRequest,
     tenant: Tenant,
     svc: Svc,
-    provider_data: ProviderData,
+    provider_data: Provider,
 ) -> Response:
     run = await svc.engine.resume_turn(
         tenant,
