@@ -72,6 +72,7 @@ def state_json(state: TurnState) -> str:
             "tool_calls": state.tool_calls,
             "pending_calls": _calls_adapter().dump_python(state.pending_calls, mode="json"),
             "error": state.error,
+            "resume_token_hash": state.resume_token_hash,
         }
     )
 
@@ -84,6 +85,7 @@ def state_from_json(status: str, text: str) -> TurnState:
         tool_calls=data.get("tool_calls", 0),  # not in turns stored before it was counted
         pending_calls=_calls_adapter().validate_python(data["pending_calls"]),
         error=data.get("error"),
+        resume_token_hash=data.get("resume_token_hash"),
     )
 
 
