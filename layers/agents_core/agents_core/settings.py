@@ -41,6 +41,9 @@ class Settings:
     #: Inside Lambda a request without a caller identity is refused (401); `default` is for the
     #: local server only.
     require_caller: bool = False
+    #: The most a turn or session read answers, as JSON escaped into a Lambda response: a
+    #: buffered Lambda answers at most 6 MB (a session read pages its turns to stay below).
+    max_read_bytes: int = 6 * 1024 * 1024 - 64 * 1024
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -35,6 +35,8 @@ def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str
         out["415"] = "The body was not sent as Content-Type: application/json"
     if method == "post" and path in ("/v1/agents", "/v1/agents/{agent_id}/session"):
         out["413"] = "Too large to store"
+    if method == "get" and path.endswith(("/turn/{turn_id}", "/session/{session_id}")):
+        out["413"] = "A turn too large for one read (web/reads.py)"
     agents_delete = method == "delete" and path.startswith("/v1/agents/")
     if agents_delete or (method == "post" and path.endswith(_CONFLICTS)):
         out["409"] = "The state does not allow it (a turn is running or not awaiting input)"
