@@ -183,9 +183,7 @@ def forged(rec: dict, tenant: str | None = None, token: str | None = "keep") -> 
 
 
 @pytest.mark.parametrize("forgery", ["no token", "wrong token", "another turn's token"])
-def test_a_message_without_its_turns_token_is_dropped_and_changes_nothing(
-    services, model, forgery
-):
+def test_a_message_without_its_turns_token_is_dropped_and_changes_nothing(services, model, forgery):
     async def scenario():
         ids, paused = await paused_turn(services, model)
         other_ids, _ = await paused_turn(services, model)  # a pause of the same tenant

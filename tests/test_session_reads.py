@@ -85,11 +85,7 @@ def test_an_answer_is_stored_once_and_read_back_in_both_places(api, model, dynam
     answer = "The answer is a zebra-7f3 " * 40
     created = run_turn(api, model, agent_id, session_id, "hi", answer)
 
-    turn_items = [
-        item
-        for item in all_items(dynamodb)
-        if item["SK"]["S"].startswith("TURN#")
-    ]
+    turn_items = [item for item in all_items(dynamodb) if item["SK"]["S"].startswith("TURN#")]
     (item,) = turn_items
     assert item["body"]["S"].count("zebra-7f3") == 40  # once: in the step, not in the output
     got = api.get(f"{turn_url(agent_id, session_id)}/{created['turn_id']}").json()

@@ -18,8 +18,9 @@ template's environment variables.
   rule's target receives is printed: the bus has no subscriber in the template, only users do.
 
 Events carry `{{agent_id}}`, `{{session_id}}`, `{{turn_id}}`, `{{call_id}}`, `{{step_id}}`,
-`{{resume_token}}` (from the paused turn's `Turn Awaiting Input` event) and `{{response_id}}` where they need an existing item. Each replay fills them with fresh items made
-through the functions themselves from the checked-in create events (an agent from
+`{{resume_token}}` (from the paused turn's `Turn Awaiting Input` event) and `{{response_id}}`
+where they need an existing item. Each replay fills them with fresh items made through the
+functions themselves from the checked-in create events (an agent from
 events/agents/create_agent.json, a session, a turn paused on its client tool from
 events/turns/create_turn_stream.json, a response from events/responses/create_response.json),
 so every event answers as its name promises, in any order.
