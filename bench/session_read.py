@@ -52,7 +52,31 @@ def main() -> None:
             AWS_SECRET_ACCESS_KEY="bench",
             AWS_DEFAULT_REGION="us-east-1",
         )
-        run(args, model_url)
+        run(args, model_url, moto_pid(aws_endpoint))
+
+
+def moto_pid(endpoint: str) -> int | None:
+    """The moto server's process (it listens on the endpoint's port), to read its CPU time."""
+    port = endpoint.rsplit(":", 1)[1]
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"moto_server" in part for part in cmdline) and port.encode() in cmdline:
+            return int(entry.name)
+    return None
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """CPU time (user + system) of this process and of `pid`: unlike wall time, what a read
+    costs does not change with what else the machine runs."""
+    own = os.times()
+    total = own.user + own.system
+    if pid is not None:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def figures(label: str, seconds: list[float]) -> str:
@@ -61,7 +85,7 @@ def figures(label: str, seconds: list[float]) -> str:
     return f"{label:<44} median {statistics.median(ms):7.2f} ms   p90 {p90:7.2f} ms"
 
 
-def run(args: argparse.Namespace, model_url: str) -> None:
+def run(args: argparse.Namespace, model_url: str, moto: int | None) -> None:
     import httpx
     import uvicorn
 
@@ -127,6 +151,7 @@ def run(args: argparse.Namespace, model_url: str) -> None:
     for label, cold in (("cold", True), ("warm", False)):
         timings, sizes = [], set()
         calls.clear()
+        cpu_before = cpu_seconds(moto)
         for _ in range(args.reads):
             if cold:
                 forget()
@@ -135,7 +160,9 @@ def run(args: argparse.Namespace, model_url: str) -> None:
             timings.append(time.perf_counter() - t0)
             resp.raise_for_status()
             sizes.add(len(resp.content))
-        results[label] = (timings, len(calls) / args.reads, max(sizes), len(resp.json()["turns"]))
+        cpu = (cpu_seconds(moto) - cpu_before) / args.reads
+        turns = len(resp.json()["turns"])
+        results[label] = (timings, len(calls) / args.reads, max(sizes), turns, cpu)
 
     from agents_core.web.common import json_response
 
@@ -161,28 +188,43 @@ def run(args: argparse.Namespace, model_url: str) -> None:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
 
-    for label, (timings, requests, size, turns) in results.items():
+    for label, (timings, requests, size, turns, cpu) in results.items():
         print(
-            f"GET session, {label}: {turns} turns, {size:,} bytes, {requests:.1f} DynamoDB requests"
+            f"GET session, {label}: {turns} turns, {size:,} bytes,"
+            f" {requests:.1f} DynamoDB requests, {cpu * 1000:.1f} ms CPU (server + moto) a read"
         )
         print(figures(f"  over HTTP ({args.reads} reads)", timings))
     print(figures("in process, cold: the store's read", store_only))
     print(figures("in process: the answer's serialization", serialize))
 
     if args.big_mb:
-        big_session = http.post(f"{base}/{agent}/session", json={"session_name": "big"}).json()
-        big_url = f"{base}/{agent}/session/{big_session['session_id']}"
+        from agents_core.store.items import item_size
+
         text = "x" * int(args.big_mb * 1024 * 1024)
-        model.post("/_replies", json={"text": "Noted."})
-        turn = http.post(f"{big_url}/turn", json={"messages": [{"role": "user", "content": text}]})
-        turn.raise_for_status()
-        got_turn = http.get(f"{big_url}/turn/{turn.json()['turn_id']}")
-        got_session = http.get(big_url)
-        print(
-            f"a {args.big_mb:g} MB user message: GET turn {got_turn.status_code},"
-            f" {len(got_turn.content):,} bytes; GET session {got_session.status_code},"
-            f" {len(got_session.content):,} bytes"
-        )
+        for label, answer in (("a short answer", "Noted."), ("the model echoing it", text)):
+            created = http.post(f"{base}/{agent}/session", json={"session_name": "big"}).json()
+            big_id = created["session_id"]
+            big_url = f"{base}/{agent}/session/{big_id}"
+            model.post("/_replies", json={"text": answer, "chunks": 1})
+            turn = http.post(
+                f"{big_url}/turn", json={"messages": [{"role": "user", "content": text}]}
+            )
+            turn.raise_for_status()
+            got_turn = http.get(f"{big_url}/turn/{turn.json()['turn_id']}")
+            got_session = http.get(big_url)
+            pages = client.get_paginator("query").paginate(
+                TableName=services.agents._t.name,
+                KeyConditionExpression="PK = :pk",
+                ExpressionAttributeValues={":pk": {"S": f"T#default#SESSION#{big_id}"}},
+            )
+            items = [i for page in pages for i in page["Items"]]
+            print(
+                f"a {args.big_mb:g} MB user message, {label}: GET turn {got_turn.status_code}"
+                f" {len(got_turn.content):,} bytes; GET session {got_session.status_code}"
+                f" {len(got_session.content):,} bytes; stored {len(items)} items,"
+                f" {sum(item_size(i) for i in items):,} bytes,"
+                f" largest {max(item_size(i) for i in items):,}"
+            )
     server.should_exit = True
 
 

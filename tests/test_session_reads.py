@@ -213,3 +213,19 @@ def test_a_warm_read_sees_every_change_after_an_earlier_read(api, model):
 
     assert api.delete(url).status_code == 204
     assert api.get(url).status_code == 404
+
+
+def test_a_warm_page_of_one_oversized_remembered_turn_is_413_not_an_empty_page(dynamodb, model):
+    with client(dynamodb, model, max_read_bytes=60_000) as api:
+        agent_id, session_id = new_session(api)
+        small = run_turn(api, model, agent_id, session_id, "small", "ok")
+        big = run_turn(api, model, agent_id, session_id, "b" * 70_000, "ok")
+        url = session_url(agent_id, session_id)
+        store = api.app.state.services.agents
+        whole = store.session_page("default", agent_id, session_id)  # now remembers both
+        assert [t.turn_id for t in whole.session.turns] == [small["turn_id"], big["turn_id"]]
+        first = api.get(url).json()
+        assert [t["turn_id"] for t in first["turns"]] == [small["turn_id"]]
+        assert first["has_more"] is True
+        again = api.get(url, params={"starting_after": small["turn_id"]})
+        assert again.status_code == 413 and big["turn_id"] in again.json()["detail"]

@@ -146,7 +146,7 @@ def read_session(
     else:
         known = None
         low = keys.after_turn(start) if start else keys.TURN_PREFIX
-    count = _fit([size for _, size in remembered], limit, max_bytes, 0)
+    count = _fit([size for _, size in remembered], limit, max_bytes, 1)
     if count < len(remembered):  # the page ends among the remembered turns
         head = table.get(pk, keys.SESSION)
         page = _Page(remembered[:count], True, [])
