@@ -27,7 +27,9 @@ _PLACEHOLDER_OUTPUT = CompletionMessage(content="", stop_reason=StopReason.end_o
 
 #: What a session read asks of a turn item: not its `state` or `history` (the model's view).
 #: Fewer attributes are less for DynamoDB to send and botocore to parse.
-_TURN_PROJECTION = f"SK, body, turn_status, steps_apart, ended_at, {OUTPUT_IS_ANSWER}, parts, chunk"
+_TURN_PROJECTION = (
+    f"SK, body, turn_status, steps_apart, ended_at, {OUTPUT_IS_ANSWER}, parts, shared_texts, chunk"
+)
 
 
 @cache
@@ -290,7 +292,7 @@ def _steps_between(table: Table, pk: str, first: str, last: str) -> dict[str, li
                 ":low": {"S": keys.steps_prefix(first)},
                 ":high": {"S": keys.steps_prefix(last) + "~"},
             },
-            "ProjectionExpression": "SK, body, parts, chunk",
+            "ProjectionExpression": "SK, body, parts, shared_texts, chunk",
             "ConsistentRead": True,
         }
     )

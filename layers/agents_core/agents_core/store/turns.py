@@ -478,7 +478,7 @@ class TurnStore:
             {
                 "KeyConditionExpression": condition,
                 "ExpressionAttributeValues": {":pk": {"S": pk}, ":t": {"S": start}},
-                "ProjectionExpression": "SK, turn_status, history, parts, chunk",
+                "ProjectionExpression": "SK, turn_status, history, parts, shared_texts, chunk",
                 "ConsistentRead": True,
             }
         )
