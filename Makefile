@@ -52,6 +52,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/cold_start.py
 	$(PY) bench/turn_overhead.py
+	$(PY) bench/session_read.py
 	$(PY) bench/cost.py
 
 $(SAM_VENV)/bin/sam:

@@ -52,6 +52,8 @@ AGENT = "{{agent_id}}"
 SESSION = "{{session_id}}"
 TURN = "{{turn_id}}"
 CALL = "{{call_id}}"
+TOKEN = "{{resume_token}}"
+AWAITING_QUEUE = "artifact-test-awaiting"
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -123,7 +125,17 @@ def aws():
         aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
     )
     create_table_if_missing(session.client("dynamodb", endpoint_url=url), TABLE)
-    session.client("events", endpoint_url=url).create_event_bus(Name=BUS)
+    events = session.client("events", endpoint_url=url)
+    events.create_event_bus(Name=BUS)
+    # A tool worker's subscription: where a paused turn's resume token is learnt.
+    sqs = session.client("sqs", endpoint_url=url)
+    queue = sqs.create_queue(QueueName=AWAITING_QUEUE)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"detail-type": ["Turn Awaiting Input"]}
+    events.put_rule(Name="awaiting", EventBusName=BUS, EventPattern=json.dumps(pattern))
+    events.put_targets(
+        Rule="awaiting", EventBusName=BUS, Targets=[{"Id": "q", "Arn": arn["QueueArn"]}]
+    )
     yield url
     server.stop()
 
@@ -337,16 +349,39 @@ def test_every_module_the_built_code_imports_is_in_the_layer_or_the_runtime(buil
     assert not missing, f"imported but neither in the layer nor in the runtime: {missing}"
 
 
-def test_every_built_function_starts_with_only_its_layer_and_serves_its_events(functions, model):
+def test_every_built_function_starts_with_only_its_layer_and_serves_its_events(
+    functions, model, aws
+):
     agents, urls, logs = functions
     try:
-        check_turns_resumed_over_http_and_from_the_queue(agents, urls)
+        check_turns_resumed_over_http_and_from_the_queue(agents, urls, aws)
         check_a_streamed_response_from_an_openai_compatible_model(urls, model)
     except AssertionError as err:
         raise AssertionError(f"{err}\n{_logs(logs)}") from err
 
 
-def check_turns_resumed_over_http_and_from_the_queue(agents: BufferedFunction, urls) -> None:
+def resume_token(aws_url: str, turn_id: str) -> str:
+    """The token of the turn's `Turn Awaiting Input` event, as a subscribed worker gets it."""
+    sqs = boto3.client("sqs", endpoint_url=aws_url, region_name="us-east-1", **_keys())
+    queue = sqs.get_queue_url(QueueName=AWAITING_QUEUE)["QueueUrl"]
+    for _ in range(20):
+        for message in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get(
+            "Messages", []
+        ):
+            detail = json.loads(message["Body"])["detail"]
+            if detail["turn_id"] == turn_id:
+                return detail["resume_token"]
+        time.sleep(0.25)
+    raise AssertionError(f"no Turn Awaiting Input event for {turn_id}")
+
+
+def _keys() -> dict[str, str]:
+    return {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+def check_turns_resumed_over_http_and_from_the_queue(
+    agents: BufferedFunction, urls, aws_url: str
+) -> None:
     create = load_event("agents/create_agent.json")
     weather = {
         "name": "get_weather",
@@ -385,6 +420,7 @@ def check_turns_resumed_over_http_and_from_the_queue(agents: BufferedFunction, u
 
     # Resumed from the queue: an SQS event on the Web Adapter's pass-through path.
     second = paused_turn()
+    second[TOKEN] = resume_token(aws_url, second[TURN])
     batch = load_event("resume/sqs_resume_batch.json", second)
     answer = httpx.post(f"{urls['ResumeQueueFunction']}/events", json=batch, timeout=30)
     assert answer.status_code == 200 and answer.json() == {"batchItemFailures": []}, answer.text

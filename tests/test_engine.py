@@ -23,6 +23,7 @@ from agents_core.errors import (
     InvalidRequest,
     NotFound,
     RunFailed,
+    Unauthenticated,
     UpstreamFailed,
     UpstreamTimeout,
 )
@@ -113,6 +114,17 @@ def conversation(request: ChatRequest) -> list[tuple[str, str]]:
 # --- the Agents API face ----------------------------------------------------------------------
 
 
+class Announcements:
+    """The lifecycle publisher, as a bus subscriber sees it: each pause's resume token."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, str] = {}
+
+    async def publish(self, status: str, detail: dict[str, Any]) -> None:
+        if "resume_token" in detail:
+            self.tokens[detail["turn_id"]] = detail["resume_token"]
+
+
 @dataclass
 class Agents:
     storage: MemoryTurnStorage
@@ -120,6 +132,7 @@ class Agents:
     engine: TurnEngine
     agent_id: str
     session_id: str
+    announced: Announcements
 
     async def start(self, text: str, stream: bool = False):
         body = CreateAgentTurnRequest(messages=[UserMessage(content=text)], stream=stream)
@@ -131,6 +144,8 @@ class Agents:
             ToolResponse(call_id=c.call_id, tool_name=c.tool_name, content=content)
             for c in paused.state.pending_calls
         ]
+        if kw.get("queued"):  # a queued resume carries the token its pause announced
+            kw.setdefault("resume_token", self.announced.tokens.get(turn_id))
         return await self.engine.resume_turn(
             TENANT, self.agent_id, self.session_id, turn_id, answers, stream, **kw
         )
@@ -167,8 +182,9 @@ def agents(*replies: list[Any], storage: MemoryTurnStorage | None = None, **conf
     config = {"model": "m", "instructions": "Be brief.", "client_tools": [WEATHER_TOOL], **config}
     agent = storage.add_agent(TENANT, AgentConfig.model_validate(config))
     session_id = storage.add_session(TENANT, agent.agent_id)
-    engine = TurnEngine(storage, Models(scripted))
-    return Agents(storage, scripted, engine, agent.agent_id, session_id)
+    announced = Announcements()
+    engine = TurnEngine(storage, Models(scripted), publisher=announced)
+    return Agents(storage, scripted, engine, agent.agent_id, session_id, announced)
 
 
 async def chunks(run) -> list[Any]:
@@ -449,6 +465,25 @@ def test_a_turn_for_an_agent_that_is_gone_is_not_found_and_leaves_the_session_fr
 
     assert asyncio.run(scenario()).turn_id == "next-turn"
     assert world.model.requests == []
+
+
+@pytest.mark.parametrize("token", [None, "", "not-the-token"])
+def test_a_queued_resume_without_the_pauses_token_is_refused_with_nothing_stored(token):
+    world = agents(calls(("call-1", "get_weather", PARIS)), says("Sunny."))
+
+    async def scenario():
+        turn = await world.ask("Weather?")
+        before = await world.read(turn.turn_id)
+        with pytest.raises(Unauthenticated):
+            await world.resume(turn.turn_id, "sunny", queued=True, resume_token=token)
+        after = await world.read(turn.turn_id)
+        done = await world.answer(turn.turn_id, "sunny", queued=True)  # the announced token
+        return before, after, done
+
+    before, after, done = asyncio.run(scenario())
+    assert after.turn == before.turn and after.state == before.state
+    assert after.state.status == AWAITING_INPUT
+    assert done.output_message.content == "Sunny."
 
 
 def test_a_queued_resume_whose_model_fails_goes_back_to_awaiting_input_with_nothing_stored():

@@ -113,17 +113,31 @@ def test_make_run_resumes_turns_from_its_queue(server):
         "session_id"
     ]
     turns = f"{base}/v1/agents/{agent}/session/{session}/turn"
+    clients = {
+        "endpoint_url": endpoint,
+        "region_name": "us-east-1",
+        "aws_access_key_id": "local",
+        "aws_secret_access_key": "local",
+    }
+    sqs, events = boto3.client("sqs", **clients), boto3.client("events", **clients)
+    # A tool worker's subscription to the bus: the awaiting-input event carries the resume token.
+    worker = sqs.create_queue(QueueName="local-tool-worker")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=worker, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"detail-type": ["Turn Awaiting Input"], "detail": {"session_id": [session]}}
+    events.put_rule(
+        Name="tool-worker", EventBusName="serverless-agents", EventPattern=json.dumps(pattern)
+    )
+    events.put_targets(
+        Rule="tool-worker",
+        EventBusName="serverless-agents",
+        Targets=[{"Id": "worker", "Arn": arn["QueueArn"]}],
+    )
     paused = httpx.post(
         turns, json={"messages": [{"role": "user", "content": "use get_weather city=Oslo"}]}
     ).json()
     call = paused["output_message"]["tool_calls"][0]
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    announced = sqs.receive_message(QueueUrl=worker, WaitTimeSeconds=5)["Messages"][0]
+    detail = json.loads(announced["Body"])["detail"]
     url = sqs.get_queue_url(QueueName="serverless-agents-resume")["QueueUrl"]
     body = {
         "agent_id": agent,
@@ -133,7 +147,11 @@ def test_make_run_resumes_turns_from_its_queue(server):
             {"call_id": call["call_id"], "tool_name": "get_weather", "content": "-5C"}
         ],
     }
-    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+    attributes = {
+        name: {"DataType": "String", "StringValue": detail[name]}
+        for name in ("tenant", "resume_token")
+    }
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body), MessageAttributes=attributes)
     for _ in range(100):
         turn = httpx.get(f"{turns}/{paused['turn_id']}").json()
         if turn["completed_at"]:

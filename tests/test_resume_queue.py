@@ -29,6 +29,7 @@ EVENT_AGENT = "{{agent_id}}"
 EVENT_SESSION = "{{session_id}}"
 EVENT_TURN = "{{turn_id}}"
 EVENT_CALL = "{{call_id}}"
+EVENT_TOKEN = "{{resume_token}}"
 TENANT = "tenant-key-a"  # the tenant attribute of events/resume/sqs_resume_batch.json
 
 
@@ -50,7 +51,26 @@ def aws(dynamodb):
     events.put_targets(
         Rule="all-turn-events", EventBusName=BUS, Targets=[{"Id": "capture", "Arn": capture_arn}]
     )
-    return {"sqs": sqs, "events": events, "capture": capture_url, "dynamodb": dynamodb}
+    # A tool worker's own subscription: where the tests learn each pause's resume token.
+    tokens_url = sqs.create_queue(QueueName="awaiting-events")["QueueUrl"]
+    tokens_arn = sqs.get_queue_attributes(QueueUrl=tokens_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    events.put_rule(
+        Name="awaiting-turns",
+        EventBusName=BUS,
+        EventPattern=json.dumps({"detail-type": ["Turn Awaiting Input"]}),
+    )
+    events.put_targets(
+        Rule="awaiting-turns", EventBusName=BUS, Targets=[{"Id": "tokens", "Arn": tokens_arn}]
+    )
+    return {
+        "sqs": sqs,
+        "events": events,
+        "capture": capture_url,
+        "tokens": tokens_url,
+        "dynamodb": dynamodb,
+    }
 
 
 @pytest.fixture
@@ -59,18 +79,30 @@ def services(aws, model):
     settings = Settings(
         table_name=TABLE, openai_base_url=model.url, inference_timeout_seconds=2, event_bus_name=BUS
     )
-    return build_services(settings, aws["dynamodb"], aws["events"])
+    services = build_services(settings, aws["dynamodb"], aws["events"])
+    services.aws = aws  # where paused_turn reads the resume tokens
+    return services
 
 
-def captured(aws) -> list[dict]:
+def captured(aws, queue: str = "capture") -> list[dict]:
     messages = []
     while True:
-        resp = aws["sqs"].receive_message(QueueUrl=aws["capture"], MaxNumberOfMessages=10)
+        resp = aws["sqs"].receive_message(QueueUrl=aws[queue], MaxNumberOfMessages=10)
         if not resp.get("Messages"):
             return messages
         for m in resp["Messages"]:
             messages.append(json.loads(m["Body"]))
-            aws["sqs"].delete_message(QueueUrl=aws["capture"], ReceiptHandle=m["ReceiptHandle"])
+            aws["sqs"].delete_message(QueueUrl=aws[queue], ReceiptHandle=m["ReceiptHandle"])
+
+
+_tokens: dict[str, str] = {}  # turn id -> the resume token of its last pause
+
+
+def resume_token(aws, turn_id: str) -> str:
+    """The token the turn's latest `Turn Awaiting Input` event carried."""
+    for event in captured(aws, "tokens"):
+        _tokens[event["detail"]["turn_id"]] = event["detail"]["resume_token"]
+    return _tokens[turn_id]
 
 
 async def paused_turn(services, model, tenant=TENANT):
@@ -87,6 +119,7 @@ async def paused_turn(services, model, tenant=TENANT):
         EVENT_SESSION: session.session_id,
         EVENT_TURN: turn.turn_id,
         EVENT_CALL: turn.output_message.tool_calls[0].call_id,
+        EVENT_TOKEN: await asyncio.to_thread(resume_token, services.aws, turn.turn_id),
     }
     return ids, turn
 
@@ -135,6 +168,94 @@ def test_a_duplicate_message_continues_the_turn_once(services, model):
     turn = services.turns.get_turn(TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id)
     assert [s.step_type for s in turn.steps] == ["inference", "tool_execution", "inference"]
     assert len(model.requests) == 2  # the pause and one continuation
+
+
+def forged(rec: dict, tenant: str | None = None, token: str | None = "keep") -> dict:
+    """`rec` with its tenant or resume token changed (token None: the attribute removed)."""
+    attributes = rec["messageAttributes"]
+    if tenant is not None:
+        attributes["tenant"]["stringValue"] = tenant
+    if token is None:
+        del attributes["resume_token"]
+    elif token != "keep":
+        attributes["resume_token"]["stringValue"] = token
+    return rec
+
+
+@pytest.mark.parametrize("forgery", ["no token", "wrong token", "another turn's token"])
+def test_a_message_without_its_turns_token_is_dropped_and_changes_nothing(services, model, forgery):
+    async def scenario():
+        ids, paused = await paused_turn(services, model)
+        other_ids, _ = await paused_turn(services, model)  # a pause of the same tenant
+        token = {
+            "no token": None,
+            "wrong token": "x" + ids[EVENT_TOKEN][1:],
+            "another turn's token": other_ids[EVENT_TOKEN],
+        }[forgery]
+        model.reply(text="must not run")
+        result = await ResumeQueueWorker(services).handle(
+            batch(forged(record(ids, "forged"), token=token))
+        )
+        return ids, paused, result
+
+    ids, paused, result = asyncio.run(scenario())
+    assert result == {"batchItemFailures": []}  # handled: dropped, never retried
+    turn, state = services.turns.get_turn_state(
+        TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id
+    )
+    assert state.status == AWAITING_INPUT
+    assert turn.steps == paused.steps
+    assert len(model.requests) == 2  # the two pauses; no continuation ran
+
+
+def test_a_message_cannot_resume_another_tenants_turn(services, model):
+    """Tenant B names tenant A's paused turn: with its own (B's) token, or with A's tenant but
+    B's token. Neither resumes A's turn; A's own message still does afterwards."""
+
+    async def scenario():
+        ids, paused = await paused_turn(services, model, tenant=TENANT)
+        theirs, _ = await paused_turn(services, model, tenant="tenant-b")
+        worker = ResumeQueueWorker(services)
+        as_b = await worker.handle(
+            batch(forged(record(ids, "as-b"), tenant="tenant-b", token=theirs[EVENT_TOKEN]))
+        )
+        as_a = await worker.handle(batch(forged(record(ids, "as-a"), token=theirs[EVENT_TOKEN])))
+        state = services.turns.get_turn_state(
+            TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id
+        )[1]
+        model.reply(text="resumed by its owner")
+        own = await worker.handle(batch(record(ids, "own")))
+        return ids, paused, as_b, as_a, state, own
+
+    ids, paused, as_b, as_a, state_between, own = asyncio.run(scenario())
+    # Under tenant B the turn does not exist: reported like any unknown turn (then the DLQ).
+    assert as_b == {"batchItemFailures": [{"itemIdentifier": "as-b"}]}
+    assert as_a == {"batchItemFailures": []}  # the token does not match: dropped
+    assert state_between.status == AWAITING_INPUT
+    assert own == {"batchItemFailures": []}
+    turn = services.turns.get_turn(TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id)
+    assert turn.output_message.content == "resumed by its owner"
+
+
+def test_each_pause_issues_a_new_token_stored_only_as_its_hash(services, model, aws):
+    async def scenario():
+        ids, paused = await paused_turn(services, model)
+        model.reply(tool_calls=[("get_weather", '{"city": "Oslo"}')])  # pauses again
+        await ResumeQueueWorker(services).handle(batch(record(ids, "first")))
+        second = await asyncio.to_thread(resume_token, aws, paused.turn_id)
+        return ids, paused, second
+
+    ids, paused, second = asyncio.run(scenario())
+    first = ids[EVENT_TOKEN]
+    assert second != first and len(second) >= 32
+    items = aws["dynamodb"].scan(TableName=TABLE)["Items"]
+    stored = json.dumps(items)
+    assert first not in stored and second not in stored
+    state = services.turns.get_turn_state(
+        TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id
+    )[1]
+    assert state.status == AWAITING_INPUT
+    assert state.resume_token_matches(second) and not state.resume_token_matches(first)
 
 
 @pytest.mark.parametrize("poison", ["bad json", "unknown turn", "wrong call ids", "not awaiting"])
@@ -259,7 +380,10 @@ def test_the_whole_asynchronous_loop(services, model, aws):
         sqs.send_message(
             QueueUrl=queue_url,
             MessageBody=json.dumps(body),
-            MessageAttributes={"tenant": {"DataType": "String", "StringValue": detail["tenant"]}},
+            MessageAttributes={
+                "tenant": {"DataType": "String", "StringValue": detail["tenant"]},
+                "resume_token": {"DataType": "String", "StringValue": detail["resume_token"]},
+            },
         )
 
     async def scenario():
@@ -354,7 +478,11 @@ def test_the_resume_function_takes_sqs_batches_at_the_web_adapter_path(
 
     paused = asyncio.run(pause())
     ids.update(
-        {EVENT_TURN: paused.turn_id, EVENT_CALL: paused.output_message.tool_calls[0].call_id}
+        {
+            EVENT_TURN: paused.turn_id,
+            EVENT_CALL: paused.output_message.tool_calls[0].call_id,
+            EVENT_TOKEN: resume_token(aws, paused.turn_id),
+        }
     )
     event = load_event("resume/sqs_resume_batch.json", ids)
     event["Records"].append(record(ids, "poison", "nope"))
@@ -372,7 +500,12 @@ def test_outcomes_are_counted_as_embedded_metrics(services, model, capsys):
         ids, _ = await paused_turn(services, model)
         model.reply(text="done")
         await ResumeQueueWorker(services).handle(
-            batch(record(ids, "ok"), record(ids, "dup"), record(ids, "bad", "{"))
+            batch(
+                record(ids, "ok"),
+                record(ids, "dup"),
+                record(ids, "bad", "{"),
+                forged(record(ids, "forged"), token="not-the-token"),
+            )
         )
 
     asyncio.run(scenario())
@@ -391,5 +524,6 @@ def test_outcomes_are_counted_as_embedded_metrics(services, model, capsys):
         "ResumeMessagesApplied",
         "ResumeMessagesDuplicate",
         "ResumeMessagesPoison",
+        "ResumeMessagesRejected",
     ):
         assert names.count(name) == 1, (name, names)

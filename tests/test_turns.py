@@ -253,12 +253,13 @@ def test_a_failing_model_fails_the_turn_cleanly(api, model, error, status, words
     ]
 
 
-def test_toolgroups_are_refused_and_change_nothing(api, model, dynamodb):
-    agent_id, session_id = new_session(api, toolgroups=["builtin::websearch"])
+def test_a_tool_group_that_is_not_registered_is_refused_and_changes_nothing(api, model, dynamodb):
+    agent_id, session_id = new_session(api, toolgroups=["mcp::nowhere"])
     before = dynamodb.scan(TableName=TABLE)["Items"]
     resp = api.post(turn_url(agent_id, session_id), json={"messages": [user("x")]})
-    assert resp.status_code == 400 and "toolgroups" in resp.json()["detail"]
+    assert resp.status_code == 400 and "mcp::nowhere" in resp.json()["detail"]
     assert dynamodb.scan(TableName=TABLE)["Items"] == before
+    assert model.requests == []
 
 
 def test_bad_turn_requests_are_400_or_404_and_change_nothing(api, model, dynamodb):

@@ -17,9 +17,10 @@ template's environment variables.
 - An EventBridge event (events/lifecycle) is put on the turn event bus, and what a subscribed
   rule's target receives is printed: the bus has no subscriber in the template, only users do.
 
-Events carry `{{agent_id}}`, `{{session_id}}`, `{{turn_id}}`, `{{call_id}}`, `{{step_id}}` and
-`{{response_id}}` where they need an existing item. Each replay fills them with fresh items made
-through the functions themselves from the checked-in create events (an agent from
+Events carry `{{agent_id}}`, `{{session_id}}`, `{{turn_id}}`, `{{call_id}}`, `{{step_id}}`,
+`{{resume_token}}` (from the paused turn's `Turn Awaiting Input` event) and `{{response_id}}`
+where they need an existing item. Each replay fills them with fresh items made through the
+functions themselves from the checked-in create events (an agent from
 events/agents/create_agent.json, a session, a turn paused on its client tool from
 events/turns/create_turn_stream.json, a response from events/responses/create_response.json),
 so every event answers as its name promises, in any order.
@@ -43,7 +44,8 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +55,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-AGENT_SEEDS = {"agent_id", "session_id", "turn_id", "call_id", "step_id"}
+AGENT_SEEDS = {"agent_id", "session_id", "turn_id", "call_id", "step_id", "resume_token"}
+PAUSED_SEEDS = {"turn_id", "call_id", "step_id", "resume_token"}
 START_TIMEOUT = 30.0  # seconds a function may take to start (Lambda's init limit is 10 s)
 
 
@@ -589,8 +592,8 @@ class Invoker:
         if wanted & AGENT_SEEDS:  # an agent always has a session, so a listing shows one
             seeds["agent_id"] = self._create("agents/create_agent.json", {})["agent_id"]
             seeds["session_id"] = self._create("agents/create_session.json", seeds)["session_id"]
-        if wanted & {"turn_id", "call_id", "step_id"}:
-            seeds.update(self._paused_turn(seeds))
+        if wanted & PAUSED_SEEDS:
+            seeds.update(self._paused_turn(seeds, with_token="resume_token" in wanted))
         if "response_id" in wanted:
             seeds["response_id"] = self._create("responses/create_response.json", {})["id"]
         seeds = {k: v for k, v in seeds.items() if k in wanted}
@@ -607,9 +610,19 @@ class Invoker:
             )
         return reply.json()
 
-    def _paused_turn(self, ids: dict[str, str]) -> dict[str, str]:
+    def _paused_turn(self, ids: dict[str, str], with_token: bool = False) -> dict[str, str]:
         """A turn awaiting its client tool's result (the agent of create_agent.json declares
-        get_weather, and create_turn_stream.json asks for it)."""
+        get_weather, and create_turn_stream.json asks for it); `with_token`: also its resume
+        token, as its `Turn Awaiting Input` event carries it (the only place it is told)."""
+        if with_token:
+            pattern = {
+                "source": ["serverless-agents"],
+                "detail-type": ["Turn Awaiting Input"],
+                "detail": {"session_id": [ids["session_id"]]},
+            }
+            with self.subscribed(pattern) as receive:
+                seeds = self._paused_turn(ids)
+                return {**seeds, "resume_token": receive()["detail"]["resume_token"]}
         event = self.fill(read_event_text(EVENTS / "turns/create_turn_stream.json"), ids)
         reply = self.invoke(self.template.route(event), event)
         events = sse_events(reply.body) if reply.status == 200 else []
@@ -630,19 +643,10 @@ class Invoker:
     def publish(self, event: dict[str, Any]) -> dict[str, Any]:
         """Put `event` on the bus and return what a rule matching its source and detail-type
         delivers to its target (a queue made for the occasion, then removed)."""
-        events, sqs = self.aws.client("events"), self.aws.client("sqs")
-        name = f"make-invoke-{uuid.uuid4().hex[:12]}"
+        events = self.aws.client("events")
         bus = self.aws.event_bus_name
-        queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
         pattern = {"source": [event["source"]], "detail-type": [event["detail-type"]]}
-        try:
-            events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern))
-            events.put_targets(
-                Rule=name,
-                EventBusName=bus,
-                Targets=[{"Id": "subscriber", "Arn": arn["Attributes"]["QueueArn"]}],
-            )
+        with self.subscribed(pattern) as receive:
             entry = {
                 "Source": event["source"],
                 "DetailType": event["detail-type"],
@@ -652,11 +656,34 @@ class Invoker:
             }
             if events.put_events(Entries=[entry])["FailedEntryCount"]:
                 raise FunctionFailed(f"the bus {bus} refused the event")
+            delivered = receive()
+            self.note(f"put on bus {bus}; a rule matching {json.dumps(pattern)} delivered:")
+            return delivered
+
+    @contextmanager
+    def subscribed(self, pattern: dict[str, Any]) -> Iterator[Callable[[], dict[str, Any]]]:
+        """A rule on the bus matching `pattern`, delivering to a queue made for the occasion
+        (both removed after); yields a function that returns the next event delivered."""
+        events, sqs = self.aws.client("events"), self.aws.client("sqs")
+        name = f"make-invoke-{uuid.uuid4().hex[:12]}"
+        bus = self.aws.event_bus_name
+        queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+
+        def receive() -> dict[str, Any]:
             got = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=5)
             if not got.get("Messages"):
                 raise FunctionFailed(f"a rule on {bus} matching {pattern} received nothing")
-            self.note(f"put on bus {bus}; a rule matching {json.dumps(pattern)} delivered:")
             return json.loads(got["Messages"][0]["Body"])
+
+        try:
+            events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern))
+            events.put_targets(
+                Rule=name,
+                EventBusName=bus,
+                Targets=[{"Id": "subscriber", "Arn": arn["Attributes"]["QueueArn"]}],
+            )
+            yield receive
         finally:
             try:
                 events.remove_targets(Rule=name, EventBusName=bus, Ids=["subscriber"])

@@ -5,6 +5,8 @@ keeps them; plain values only, nothing of DynamoDB.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +29,18 @@ class TurnState:
     tool_calls: int = 0  # calls the model made so far, across pauses
     pending_calls: list[ToolCall] = field(default_factory=list)  # awaiting the client
     error: str | None = None
+    #: SHA-256 of the resume token issued at the turn's last pause (the queue's proof of origin).
+    resume_token_hash: str | None = None
+
+    def resume_token_matches(self, token: str | None) -> bool:
+        """Whether `token` is the one issued when this turn last paused."""
+        if not token or self.resume_token_hash is None:
+            return False
+        return hmac.compare_digest(resume_token_hash(token), self.resume_token_hash)
+
+
+def resume_token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 @dataclass

@@ -74,6 +74,9 @@ class Settings:
     shield_fail_open: bool = False
     #: How long one shield check may take (a Bedrock guardrail, a Llama Guard model call).
     shield_timeout_seconds: float = 30.0
+    #: The most a turn or session read answers, as JSON escaped into a Lambda response: a
+    #: buffered Lambda answers at most 6 MB (a session read pages its turns to stay below).
+    max_read_bytes: int = 6 * 1024 * 1024 - 64 * 1024
 
     @classmethod
     def from_env(cls) -> Settings:

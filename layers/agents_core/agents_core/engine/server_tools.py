@@ -57,9 +57,9 @@ class ToolRuntime(Protocol):
         ...
 
     async def toolgroups(
-        self, tenant: str, groups: Sequence[Any], provider_data: Mapping[str, Any] | None
+        self, tenant: str, groups: Sequence[Any], provider_data: Any
     ) -> ServerToolset:
         """The tools of an agent's `toolgroups` (names or `{name, args}`); InvalidRequest for a
-        group the tenant has not registered. `provider_data`: the Llama Stack client's
-        provider-data header (it carries `mcp_headers` per endpoint)."""
+        group the tenant has not registered. `provider_data`: what the Llama Stack client sent
+        in its provider-data header (`mcp_headers` per endpoint), passed through as it came."""
         ...

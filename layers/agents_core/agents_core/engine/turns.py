@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+import secrets
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -46,8 +47,16 @@ from ..api.common import (
     ToolConfig,
     ToolResponse,
 )
-from ..domain import AWAITING_INPUT, COMPLETED, FAILED, RUNNING, SessionLock, TurnState
-from ..errors import Conflict, InvalidRequest, RunFailed, UpstreamFailed, status_of
+from ..domain import (
+    AWAITING_INPUT,
+    COMPLETED,
+    FAILED,
+    RUNNING,
+    SessionLock,
+    TurnState,
+    resume_token_hash,
+)
+from ..errors import Conflict, InvalidRequest, RunFailed, Unauthenticated, UpstreamFailed, status_of
 from ..ids import new_id
 from ..inference.router import ModelRouter
 from ..inference.types import ChatMessage, ChatRequest
@@ -98,6 +107,7 @@ class TurnRun:
         self.written_steps = [step.step_id for step in prelude]
         self._answer: InferenceStep | None = None  # the last reply, stored with the turn's end
         self._reverted = False  # back to awaiting input, as before this resume: nothing to tell
+        self._resume_token: str | None = None  # issued at a pause, told only to the bus
 
     async def result(self) -> Turn:
         """Run to the end without streaming: the Turn, or RunFailed (raised once the run has
@@ -226,6 +236,10 @@ class TurnRun:
         pending = [c for c in reply.tool_calls or [] if c.call_id in call_ids]
         self.turn.output_message = reply.model_copy(update={"tool_calls": pending})
         self.state.pending_calls = pending
+        # A queued resume must carry this token (the awaiting-input event has it): a queue
+        # message then resumes only the pause it was told about, under the tenant that owns it.
+        self._resume_token = secrets.token_urlsafe(32)
+        self.state.resume_token_hash = resume_token_hash(self._resume_token)
         await self._end(AWAITING_INPUT)
         return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
 
@@ -271,6 +285,7 @@ class TurnRun:
             detail["pending_tool_calls"] = [
                 c.model_dump(mode="json") for c in self.state.pending_calls
             ]
+            detail["resume_token"] = self._resume_token
         elif status == COMPLETED:
             detail["output_message"] = self.turn.output_message.model_dump(mode="json")
         else:
@@ -311,7 +326,7 @@ class TurnEngine:
         agent_id: str,
         session_id: str,
         body: CreateAgentTurnRequest,
-        provider_data: Mapping[str, Any] | None = None,
+        provider_data: Any = None,
     ) -> TurnRun:
         turn = Turn(
             turn_id=new_id(),
@@ -361,10 +376,13 @@ class TurnEngine:
         stream: bool,
         *,
         queued: bool = False,
-        provider_data: Mapping[str, Any] | None = None,
+        provider_data: Any = None,
+        resume_token: str | None = None,
     ) -> TurnRun:
-        """Continue a paused turn. `queued` (a resume from the queue): a model failure puts the
-        turn back to awaiting input, so the message can be retried, instead of failing it.
+        """Continue a paused turn. `queued` (a resume from the queue): `resume_token` must be
+        the one issued at the turn's last pause (else Unauthenticated, nothing changed), and a
+        model failure puts the turn back to awaiting input, so the message can be retried,
+        instead of failing it.
 
         Nothing is written until the storage takes the session back and stores the tool
         results at once; a refused resume (404, 409, 400) changes nothing."""
@@ -373,6 +391,8 @@ class TurnEngine:
             self.storage.agent(tenant, agent_id),
         )
         turn, state = paused.turn, paused.state
+        if queued and not state.resume_token_matches(resume_token):
+            raise Unauthenticated(f"Resume token does not match turn {turn_id}")
         if state.status != AWAITING_INPUT:
             raise Conflict(f"Turn {turn_id} is not awaiting input (it is {state.status})")
         _check_responses(state.pending_calls, tool_responses)
@@ -444,7 +464,7 @@ class TurnEngine:
         body: CreateAgentTurnRequest | None = None,
         iterations: int = 0,
         tool_calls: int = 0,
-        provider_data: Mapping[str, Any] | None = None,
+        provider_data: Any = None,
     ) -> L.AgentLoop:
         """The agent loop for a turn: the agent's model, instructions, client tools and tool
         groups, the session's history, then this turn's messages so far. 400 before anything
@@ -485,7 +505,7 @@ class TurnEngine:
         tenant: str,
         config: AgentConfig,
         body: CreateAgentTurnRequest | None,
-        provider_data: Mapping[str, Any] | None,
+        provider_data: Any,
     ) -> ServerToolset:
         """The server-side tools of the agent's tool groups, and of the turn's if it names its
         own (they replace the agent's for this turn, as in Llama Stack)."""

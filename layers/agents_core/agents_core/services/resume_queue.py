@@ -2,9 +2,14 @@
 
 A message body is an `AgentTurnResumeRequest` (`agent_id`, `session_id`, `turn_id`,
 `tool_responses`; `stream` is ignored); the tenant is the message attribute `tenant` (String),
-`default` without one. Records are processed with Powertools' batch processor, and only the
-failed ones are reported (`ReportBatchItemFailures`):
+`default` without one, and the message attribute `resume_token` (String) is the token the turn's
+`Turn Awaiting Input` event carried. Records are processed with Powertools' batch processor, and
+only the failed ones are reported (`ReportBatchItemFailures`):
 
+- a message without the token of the turn it names under that tenant is rejected: acknowledged
+  and dropped, nothing changed (it can never become valid, so retrying it would only cost reads);
+  counted as `ResumeMessagesRejected`. The token binds a message to one pause of one turn, so a
+  sender cannot pick a tenant or a turn it was not told about;
 - a duplicate (the turn already holds a tool step answering exactly these call ids) is
   acknowledged and changes nothing, so at-least-once delivery continues a turn once;
 - a poison message (bad JSON, unknown turn, a turn not awaiting input, call ids that do not match
@@ -30,12 +35,13 @@ from pydantic import ValidationError
 
 from .. import metrics
 from ..api.agents import AgentTurnResumeRequest, ToolExecutionStep
-from ..errors import Conflict, InvalidRequest, NotFound, RunFailed
+from ..errors import Conflict, InvalidRequest, NotFound, RunFailed, Unauthenticated
 from ..log import logger
 from ..settings import DEFAULT_TENANT
 from . import Services
 
 TENANT_ATTRIBUTE = "tenant"
+TOKEN_ATTRIBUTE = "resume_token"
 
 
 class PoisonMessage(Exception):
@@ -77,13 +83,22 @@ class ResumeQueueWorker:
         tenant = DEFAULT_TENANT
         if TENANT_ATTRIBUTE in attributes:
             tenant = attributes[TENANT_ATTRIBUTE].string_value or DEFAULT_TENANT
+        token = None
+        if TOKEN_ATTRIBUTE in attributes:
+            token = attributes[TOKEN_ATTRIBUTE].string_value
         ids = (request.agent_id, request.session_id, request.turn_id)
         log |= {"tenant": tenant, "turn_id": request.turn_id}
+        if not token:
+            _reject(log, "no resume_token attribute")
+            return
         engine = self.services.engine
         try:
             run = await engine.resume_turn(
-                tenant, *ids, request.tool_responses, stream=False, queued=True
+                tenant, *ids, request.tool_responses, stream=False, queued=True, resume_token=token
             )
+        except Unauthenticated as err:
+            _reject(log, err)
+            return
         except Conflict as err:
             answered = {r.call_id for r in request.tool_responses}
             if await self._already_answered(tenant, ids, answered):
@@ -117,6 +132,11 @@ class ResumeQueueWorker:
             and {r.call_id for r in step.tool_responses} == call_ids
             for step in turn.steps
         )
+
+
+def _reject(log: dict[str, Any], reason: Any) -> None:
+    logger.warning("resume message rejected and dropped", extra={**log, "reason": str(reason)})
+    metrics.count("ResumeMessagesRejected")
 
 
 def _poison(log: dict[str, Any], reason: Any) -> PoisonMessage:

@@ -260,13 +260,15 @@ class SafetyService:
 
     async def _ask(self, model: str, prompt: str) -> str:
         """The model's whole answer to one user message (Llama Guard's verdict)."""
-        from ..inference.types import ChatMessage, ChatRequest, TextDelta
+        from ..inference.types import ChatMessage, ChatRequest, ModelOptions, TextDelta
 
         if self._models is None:
             raise UpstreamFailed("No inference providers are configured for Llama Guard")
         provider, model_id = self._models.resolve(model)
         request = ChatRequest(
-            model=model_id, messages=[ChatMessage(role="user", content=prompt)], temperature=0.0
+            model=model_id,
+            messages=[ChatMessage(role="user", content=prompt)],
+            options=ModelOptions(temperature=0.0),
         )
         provider.check(request)
         events = await provider.complete(request)

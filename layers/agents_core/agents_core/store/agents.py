@@ -21,8 +21,9 @@ from ..domain import RUNNING
 from ..errors import Conflict, NotFound, TooLarge
 from ..ids import new_id
 from . import keys
+from .history_cache import HistoryCache
 from .items import MAX_ITEM_BYTES, item_size, json_body, parse_body
-from .sessions import assemble_turns, session_gone
+from .sessions import SessionPage, read_session
 from .table import Table, condition_failed, key
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class AgentStore:
         self._t = Table(client, table_name)
         self._ephemeral_ttl = ephemeral_session_ttl_seconds
         self._agent_cache: dict[tuple[str, str], tuple[Agent, float]] = {}
+        #: Finished turns of sessions read here (they never change): later reads ask for less.
+        self._finished_turns = HistoryCache()
 
     # --- agents ----------------------------------------------------------------------------
 
@@ -190,24 +193,14 @@ class AgentStore:
     def get_session(
         self, tenant: str, agent_id: str, session_id: str, turn_ids: list[str] | None = None
     ) -> Session:
-        """One query reads the session item and all its turns and steps, in creation order."""
-        items = self._t.query_all(
-            {
-                "KeyConditionExpression": "PK = :pk",
-                "ExpressionAttributeValues": {":pk": {"S": keys.session_pk(tenant, session_id)}},
-                "ConsistentRead": True,
-            }
+        """The session with all its turns (or those of `turn_ids`), oldest first."""
+        return read_session(self._t, tenant, agent_id, session_id, turn_ids=turn_ids).session
+
+    def session_page(self, tenant: str, agent_id: str, session_id: str, **page: Any) -> SessionPage:
+        """The session with a page of its turns (`sessions.read_session`)."""
+        return read_session(
+            self._t, tenant, agent_id, session_id, memory=self._finished_turns, **page
         )
-        head = items[0] if items and items[0]["SK"]["S"] == keys.SESSION else None
-        if session_gone(head, agent_id):
-            raise NotFound(f"Session {session_id} not found")
-        session = parse_body(Session, head)
-        turns = assemble_turns(items)
-        if turn_ids:
-            wanted = set(turn_ids)
-            turns = [turn for turn in turns if turn.turn_id in wanted]
-        session.turns = turns
-        return session
 
     def list_sessions(
         self, tenant: str, agent_id: str, start_index: int, limit: int

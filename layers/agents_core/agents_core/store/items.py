@@ -3,6 +3,10 @@
 An item whose JSON attributes would pass DynamoDB's 400 KB limit is written in parts: the head
 item (its own key, `parts` = N) and N items `{sk}#PART#{i}` holding the attributes' JSON as
 binary chunks. Parts sort right after their head, so a query returns them together.
+
+A record in parts keeps each long text once (`shared_texts` on its head): a turn's `body` and its
+`history` (the model's view of the same messages) hold the same user message and answer, and a
+5 MB message would otherwise be stored twice.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from . import keys
 #: DynamoDB's item limit is 400 KB; keep a margin for the attributes added on update.
 MAX_ITEM_BYTES = 400 * 1024 - 2048
 PART_BYTES = 350 * 1024
+#: Texts at least this long are stored once per record in parts, however often they occur.
+SHARED_TEXT_CHARS = 16 * 1024
+_SHARED, _LITERAL = "$shared", "$literal"  # markers in the parts' JSON (escaped in content)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -64,9 +71,10 @@ def encode(
     inline = {**head, **{name: {"S": value} for name, value in attrs.items()}}
     if item_size(inline) <= MAX_ITEM_BYTES:
         return [inline]
-    data = json.dumps(attrs).encode()
+    data = json.dumps(_share(attrs)).encode()
     chunks = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
     head["parts"] = {"N": str(len(chunks))}
+    head["shared_texts"] = {"N": "1"}
     parts = [
         {"PK": key["PK"], "SK": {"S": keys.part_sk(key["SK"]["S"], n)}, "chunk": {"B": c}}
         | ({"expires_at": extra["expires_at"]} if extra and "expires_at" in extra else {})
@@ -89,4 +97,48 @@ def decode(items: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[s
         count = int(head["parts"]["N"])
         chunks = [bytes(items[index + n]["chunk"]["B"]) for n in range(count)]
         index += count
-        yield head, json.loads(b"".join(chunks))
+        data = json.loads(b"".join(chunks))
+        yield head, _unshare(data) if "shared_texts" in head else data
+
+
+def _share(attrs: dict[str, str]) -> dict[str, Any]:
+    """The attributes (JSON texts) as one JSON value in which each long text appears once:
+    `{"texts": [...], "attrs": {name: value with {"$shared": i} in place of texts[i]}}`. A
+    content dict that happens to look like a marker is kept as `{"$literal": dict}`."""
+    texts: list[str] = []
+    index: dict[str, int] = {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            if len(value) < SHARED_TEXT_CHARS:
+                return value
+            if value not in index:
+                index[value] = len(texts)
+                texts.append(value)
+            return {_SHARED: index[value]}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            walked = {k: walk(v) for k, v in value.items()}
+            return {_LITERAL: walked} if _SHARED in value or _LITERAL in value else walked
+        return value
+
+    shared = {name: walk(json.loads(text)) for name, text in attrs.items()}
+    return {"texts": texts, "attrs": shared}
+
+
+def _unshare(data: dict[str, Any]) -> dict[str, str]:
+    texts = data["texts"]
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            if _SHARED in value and len(value) == 1:
+                return texts[value[_SHARED]]
+            if _LITERAL in value and len(value) == 1:
+                return {k: walk(v) for k, v in value[_LITERAL].items()}
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return {name: json.dumps(walk(value)) for name, value in data["attrs"].items()}

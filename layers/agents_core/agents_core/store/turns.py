@@ -39,12 +39,14 @@ from . import keys
 from .history_cache import History, HistoryCache
 from .items import decode, encode, json_body
 from .sessions import (
-    as_ended,
     read_session_head,
     running_on_session,
     session_expiry,
     session_gone,
     step_adapter,
+    steps_apart,
+    stored_turn_parts,
+    turn_of_item,
 )
 from .table import Table, condition_failed, in_parallel, key
 
@@ -72,6 +74,7 @@ def state_json(state: TurnState) -> str:
             "tool_calls": state.tool_calls,
             "pending_calls": _calls_adapter().dump_python(state.pending_calls, mode="json"),
             "error": state.error,
+            "resume_token_hash": state.resume_token_hash,
         }
     )
 
@@ -84,6 +87,7 @@ def state_from_json(status: str, text: str) -> TurnState:
         tool_calls=data.get("tool_calls", 0),  # not in turns stored before it was counted
         pending_calls=_calls_adapter().validate_python(data["pending_calls"]),
         error=data.get("error"),
+        resume_token_hash=data.get("resume_token_hash"),
     )
 
 
@@ -428,11 +432,11 @@ class TurnStore:
         """`steps`: those kept inside the turn item, the others being items of their own; None
         for a running turn, whose steps are all items of their own as they complete."""
         inside = list(steps or ())
-        body = json_body(turn.model_copy(update={"steps": inside}))
-        attrs = {"body": body, "state": state_json(state)}
+        stored, how = stored_turn_parts(turn, inside)
+        attrs = {"body": json_body(stored), "state": state_json(state)}
         if history is not None:
             attrs["history"] = history
-        extra = {"turn_status": {"S": state.status}, **lock.extra()}
+        extra = {"turn_status": {"S": state.status}, **how, **lock.extra()}
         if steps is not None:
             extra["steps_apart"] = {"N": str(len(turn.steps) - len(inside))}
         return encode(key(lock.pk, keys.turn_sk(turn.turn_id)), attrs, extra)
@@ -474,7 +478,7 @@ class TurnStore:
             {
                 "KeyConditionExpression": condition,
                 "ExpressionAttributeValues": {":pk": {"S": pk}, ":t": {"S": start}},
-                "ProjectionExpression": "SK, turn_status, history, parts, chunk",
+                "ProjectionExpression": "SK, turn_status, history, parts, shared_texts, chunk",
                 "ConsistentRead": True,
             }
         )
@@ -541,8 +545,8 @@ class TurnStore:
         if stored is None:
             raise NotFound(f"Turn {turn_id} not found")
         head, attrs = stored
-        turn = as_ended(Turn.model_validate_json(attrs["body"]), head)
-        if _steps_apart(head):
+        turn = turn_of_item(head, attrs)
+        if steps_apart(head):
             turn.steps = (steps if steps is not None else self._steps(pk, turn_id)) + turn.steps
         return turn, state_from_json(head["turn_status"]["S"], attrs["state"])
 
@@ -559,7 +563,7 @@ class TurnStore:
             return step_adapter().validate_json(attrs["body"])
         stored = self._read_turn(pk, turn_id)  # the turn's last step lives inside the turn item
         if stored is not None:
-            for step in Turn.model_validate_json(stored[1]["body"]).steps:
+            for step in turn_of_item(*stored).steps:
                 if step.step_id == step_id:
                     return step
         raise NotFound(f"Step {step_id} not found in turn {turn_id}")
@@ -598,10 +602,3 @@ class TurnStore:
             }
         )
         return [step_adapter().validate_json(attrs["body"]) for _, attrs in decode(items)]
-
-
-def _steps_apart(turn_head: dict[str, Any]) -> bool:
-    """Whether some of a turn's steps are items of their own (always, while it runs)."""
-    if turn_head["turn_status"]["S"] == RUNNING or "steps_apart" not in turn_head:
-        return True
-    return int(turn_head["steps_apart"]["N"]) > 0

@@ -18,8 +18,9 @@ from ..api.agents import (
     Turn,
 )
 from ..api.common import PaginatedResponse
-from .common import AgentId, SessionId, StepId, TurnId, json_response
+from .common import ID_PATTERN, AgentId, SessionId, StepId, TurnId, json_response
 from .deps import Svc, Tenant
+from .reads import session_response, turn_response
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
@@ -89,10 +90,24 @@ def get_session(
     tenant: Tenant,
     svc: Svc,
     turn_ids: Annotated[list[str] | None, Query()] = None,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
+    starting_after: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
 ) -> Response:
+    """Extension: `limit` turns at most, those after the turn `starting_after`. An answer cut
+    short (by `limit` or by the size a read answers) says `"has_more": true`."""
     # Clients send `turn_ids=a&turn_ids=b` or, like llama-stack-client, `turn_ids=a,b`.
     wanted = [t for value in turn_ids or [] for t in value.split(",") if t] or None
-    return json_response(svc.agents.get_session(tenant, agent_id, session_id, wanted))
+    max_bytes = svc.settings.max_read_bytes
+    page = svc.agents.session_page(
+        tenant,
+        agent_id,
+        session_id,
+        turn_ids=wanted,
+        starting_after=starting_after,
+        limit=limit,
+        max_bytes=max_bytes,
+    )
+    return session_response(page, max_bytes)
 
 
 @router.delete("/{agent_id}/session/{session_id}", status_code=204)
@@ -105,7 +120,8 @@ def delete_session(agent_id: AgentId, session_id: SessionId, tenant: Tenant, svc
 def get_turn(
     agent_id: AgentId, session_id: SessionId, turn_id: TurnId, tenant: Tenant, svc: Svc
 ) -> Response:
-    return json_response(svc.turns.get_turn(tenant, agent_id, session_id, turn_id))
+    turn = svc.turns.get_turn(tenant, agent_id, session_id, turn_id)
+    return turn_response(turn, svc.settings.max_read_bytes)
 
 
 @router.get(

@@ -52,6 +52,8 @@ def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str
         out["409"] = "The id is registered with another definition"
     if method == "get" and path.startswith(_TOOL_LISTINGS):
         out["502"] = "An MCP server failed to list its tools"
+    if method == "get" and path.endswith(("/turn/{turn_id}", "/session/{session_id}")):
+        out["413"] = "A turn too large for one read (web/reads.py)"
     agents_delete = method == "delete" and path.startswith("/v1/agents/")
     if agents_delete or (method == "post" and path.endswith(_CONFLICTS)):
         out["409"] = (
