@@ -136,6 +136,7 @@ def test_a_response_in_a_conversation_sees_its_items_and_adds_its_input_and_outp
     assert [i.role for i in items] == ["user", "assistant", "user", "assistant"]
     assert items[2].content[0].text == "What is my name?"
     assert items[3].id == response.output[0].id  # the output item itself, id and all
+    assert response.conversation.id == conversation.id
     assert items[3].content[0].text == "Your name is Ada."
 
     model.reply(text="Still Ada.")

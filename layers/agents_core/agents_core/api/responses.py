@@ -397,6 +397,7 @@ class OpenAIResponseObject(ApiModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
+    conversation: ConversationReference | None = None  # the conversation it continued
 
     @field_validator("temperature", "top_p", mode="before")
     @classmethod

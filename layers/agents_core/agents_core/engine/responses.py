@@ -31,6 +31,7 @@ from ..api.conversations import as_conversation_item
 from ..api.responses import (
     ContentPartAdded,
     ContentPartDone,
+    ConversationReference,
     CreateOpenaiResponseRequest,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
@@ -606,6 +607,8 @@ class ResponsesEngine:
         )
         provider.check(request)  # 400 before anything runs
         response = _response_object(body, items, text)
+        if conversation is not None:
+            response.conversation = ConversationReference(id=conversation[0].conversation_id)
         limits = self.limits
         if body.max_tool_calls is not None:
             calls = min(body.max_tool_calls, limits.max_tool_calls)
