@@ -283,10 +283,12 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
     from agents_core.web.conversations import router as conversations_router
     from agents_core.web.discovery import router as discovery_router
     from agents_core.web.responses import router as responses_router
+    from agents_core.web.safety import safety_router, shields_router
+    from agents_core.web.tools import router as tools_router
     from agents_core.web.turns import resume_router, turns_router
 
     apps = {
-        "AgentsFunction": (agents_router,),
+        "AgentsFunction": (agents_router, tools_router, shields_router, safety_router),
         "TurnsFunction": (turns_router,),
         "ResumeFunction": (resume_router,),
         "ResponsesFunction": (responses_router, conversations_router, discovery_router),
@@ -300,12 +302,15 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
             for method in operations
         }
         events = resources[name]["Properties"]["Events"].values()
-        deployed = {
-            (e["Properties"]["Path"], e["Properties"]["Method"])
+        deployed = {  # a greedy `{x+}` is the app's `{x:path}`
+            (e["Properties"]["Path"].replace("+}", "}"), e["Properties"]["Method"])
             for e in events
             if e["Type"] == "Api"
         }
         assert served == deployed, name
+
+
+BUFFERED_ROUTES = 35
 
 
 def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
@@ -328,7 +333,8 @@ def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
                 assert uri.endswith("/invocations"), (path, method)
                 buffered.add((path, method))
     assert streamed == STREAMED
-    assert len(buffered) == 20  # the agents function's routes (Mangum), under /v1 and /v1alpha
+    # The agents function's routes (Mangum): agents under /v1 and /v1alpha, tools, shields.
+    assert len(buffered) == BUFFERED_ROUTES
     stage = next(r for r in resources.values() if r["Type"] == "AWS::ApiGateway::Stage")
     assert stage["Properties"]["AccessLogSetting"]["DestinationArn"] == {
         "Fn::GetAtt": ["ApiAccessLogs", "Arn"]
@@ -361,7 +367,7 @@ def test_every_route_needs_a_bearer_key_checked_by_the_cached_authorizer():
             routes += 1
             # the authorizer and a usage plan key (api_key: from the authorizer) on every route
             assert spec["security"] == [{"BearerKeys": []}, {"api_key": []}], (path, method)
-    assert routes == len(STREAMED) + 20  # every route: the streamed ones and the agents function's
+    assert routes == len(STREAMED) + BUFFERED_ROUTES  # the streamed and the agents function's
     unauthorized = body["x-amazon-apigateway-gateway-responses"]["UNAUTHORIZED"]
     assert unauthorized["statusCode"] == "401"
     assert unauthorized["responseParameters"] == {
@@ -505,3 +511,34 @@ def test_the_table_is_protected_from_deletion():
     table = template()["Resources"]["AgentsTable"]
     assert table["Properties"]["DeletionProtectionEnabled"] is True
     assert table["DeletionPolicy"] == "Retain" and table["UpdateReplacePolicy"] == "Retain"
+
+
+# ---- Server-side tools ----
+
+
+def test_outbound_tool_calls_fit_inside_the_functions_that_make_them():
+    """A buffered answer is cut at 29 s: the agents function's MCP calls and shield checks are
+    bounded below it; the streaming functions' below their 900 s."""
+    doc = template()
+    resources = doc["Resources"]
+    agents = resources["AgentsFunction"]["Properties"]
+    env = agents["Environment"]["Variables"]
+    assert int(env["MCP_CALL_TIMEOUT_SECONDS"]) < 29 and int(env["SHIELD_TIMEOUT_SECONDS"]) < 29
+    assert agents["Timeout"] >= 29  # API Gateway's cut comes first
+    mcp = doc["Parameters"]["McpCallTimeoutSeconds"]
+    for name in ("TurnsFunction", "ResumeFunction", "ResponsesFunction"):
+        assert mcp["MaxValue"] < resources[name]["Properties"]["Timeout"], name
+
+
+def test_the_web_search_key_is_a_secret_named_by_the_stack_and_readable_only_where_tools_run():
+    doc = template()
+    env = doc["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["WEB_SEARCH_API_KEY_SECRET_ID"] == "!Ref WebSearchApiKeySecretName"
+    assert not any("KEY" in k and "SECRET" not in k for k in env)  # no key in the environment
+    policy = doc["Resources"]["WebSearchSecretPolicy"]
+    assert policy["Condition"] == "HasWebSearchApiKeySecret"
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "secretsmanager:GetSecretValue"
+    assert "${WebSearchApiKeySecretName}-??????" in statement["Resource"]
+    roles = {r.removeprefix("!Ref ") for r in policy["Properties"]["Roles"]}
+    assert "AuthorizerFunctionRole" not in roles and "ResponsesFunctionRole" in roles

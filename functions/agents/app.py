@@ -1,15 +1,18 @@
-"""Lambda entry point of the agents function: agents, sessions, turn and step reads (buffered)."""
+"""Lambda entry point of the agents function (buffered): agents, sessions, turn and step reads;
+tool groups and the tool runtime; shields, run-shield and moderations."""
 
 from agents_core.log import logger
 from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.web.agents import router
 from agents_core.web.app import create_app
+from agents_core.web.safety import safety_router, shields_router
+from agents_core.web.tools import router as tools_router
 from aws_lambda_powertools.logging import correlation_paths
 from mangum import Mangum
 
 services = build_services(Settings.from_env())
-app = create_app(router, services=services)
+app = create_app(router, tools_router, shields_router, safety_router, services=services)
 stores = (services.agents, services.turns)  # built (imports and all) during init
 _asgi = Mangum(app, lifespan="off")
 
