@@ -87,7 +87,10 @@ ITEM_REQUIRED = {
     "mcp_list_tools": ["type", "id", "server_label", "tools"],
     "mcp_approval_request": ["type", "id", "name", "arguments", "server_label"],
 }
-CONTENT_REQUIRED = {"output_text": ["type", "text", "annotations", "logprobs"]}
+CONTENT_REQUIRED = {
+    "output_text": ["type", "text", "annotations", "logprobs"],
+    "refusal": ["type", "refusal"],
+}
 _RESPONSE_EVENT = ["type", "sequence_number", "response"]
 _ITEM_EVENT = ["type", "sequence_number", "output_index", "item"]
 _PART_EVENT = ["type", "sequence_number", "item_id", "output_index", "content_index", "part"]
@@ -104,6 +107,8 @@ EVENT_REQUIRED = {
     "response.content_part.done": _PART_EVENT,
     "response.output_text.delta": [*_PART_EVENT[:-1], "delta", "logprobs"],
     "response.output_text.done": [*_PART_EVENT[:-1], "text", "logprobs"],
+    "response.refusal.delta": [*_PART_EVENT[:-1], "delta"],
+    "response.refusal.done": [*_PART_EVENT[:-1], "refusal"],
     "response.function_call_arguments.delta": [*_TOOL_EVENT, "delta"],
     "response.function_call_arguments.done": [*_TOOL_EVENT, "arguments"],
     "response.web_search_call.in_progress": _TOOL_EVENT,

@@ -104,11 +104,22 @@ class OpenAIResponseOutputMessageContentOutputText(ApiModel):
 # --- items ---------------------------------------------------------------------------------
 
 
+class OpenAIResponseContentPartRefusal(ApiModel):
+    """What a response says when a guardrail blocked it (its shield's message)."""
+
+    type: Literal["refusal"] = "refusal"
+    refusal: str
+
+
+OpenAIResponseOutputMessageContent = Annotated[
+    OpenAIResponseOutputMessageContentOutputText | OpenAIResponseContentPartRefusal,
+    Field(discriminator="type"),
+]
+
+
 class OpenAIResponseMessage(ApiModel):
     content: (
-        str
-        | list[OpenAIResponseInputMessageContent]
-        | list[OpenAIResponseOutputMessageContentOutputText]
+        str | list[OpenAIResponseInputMessageContent] | list[OpenAIResponseOutputMessageContent]
     )
     role: Literal["system", "developer", "user", "assistant"]
     type: Literal["message"] = "message"
@@ -490,6 +501,10 @@ class CreateOpenaiResponseRequest(ApiModel):
     prompt_cache_key: str | None = Field(default=None, max_length=1024)
     service_tier: ServiceTier | None = None
     max_infer_iters: int | None = Field(default=10, ge=1)
+    # Shield ids checking the input and each answer, as OGX takes them (the SDK: extra_body).
+    guardrails: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
+        default=None, max_length=16
+    )
     conversation: Annotated[str, Field(pattern=ID)] | ConversationReference | None = None
 
 
@@ -544,7 +559,7 @@ class ContentPartAdded(StreamEvent):
     item_id: str
     output_index: int
     content_index: int
-    part: OpenAIResponseOutputMessageContentOutputText
+    part: OpenAIResponseOutputMessageContent
 
 
 class ContentPartDone(StreamEvent):
@@ -552,7 +567,7 @@ class ContentPartDone(StreamEvent):
     item_id: str
     output_index: int
     content_index: int
-    part: OpenAIResponseOutputMessageContentOutputText
+    part: OpenAIResponseOutputMessageContent
 
 
 class OutputTextDelta(StreamEvent):
@@ -571,6 +586,22 @@ class OutputTextDone(StreamEvent):
     content_index: int
     text: str
     logprobs: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class RefusalDelta(StreamEvent):
+    type: Literal["response.refusal.delta"] = "response.refusal.delta"
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+
+
+class RefusalDone(StreamEvent):
+    type: Literal["response.refusal.done"] = "response.refusal.done"
+    item_id: str
+    output_index: int
+    content_index: int
+    refusal: str
 
 
 class FunctionCallArgumentsDelta(StreamEvent):
@@ -666,6 +697,8 @@ OpenAIResponseObjectStream = Annotated[
     | ContentPartDone
     | OutputTextDelta
     | OutputTextDone
+    | RefusalDelta
+    | RefusalDone
     | FunctionCallArgumentsDelta
     | FunctionCallArgumentsDone
     | WebSearchCallInProgress

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ..errors import UpstreamTimeout
 from ..ids import new_id
@@ -96,6 +96,18 @@ class ToolsRan:
 
 
 @dataclass
+class ShieldChecked:
+    """The run's shields looked at its input (before the first model call) or at an answer;
+    `violation` (a SafetyViolation) when one blocked it."""
+
+    step_id: str
+    started_at: datetime
+    completed_at: datetime
+    source: Literal["input", "output"]
+    violation: Any | None
+
+
+@dataclass
 class Paused:
     """The run waits for the client's results of `calls`."""
 
@@ -105,9 +117,11 @@ class Paused:
 @dataclass
 class Finished:
     """`answered`: the model's last reply has no tool calls; `max_iterations` or
-    `max_tool_calls`: that limit ended the run while the model still called tools."""
+    `max_tool_calls`: that limit ended the run while the model still called tools; `blocked`:
+    a shield refused the input or the answer (`violation` says why)."""
 
-    reason: Literal["answered", "max_iterations", "max_tool_calls"]
+    reason: Literal["answered", "max_iterations", "max_tool_calls", "blocked"]
+    violation: Any | None = None
 
 
 @dataclass
@@ -124,6 +138,7 @@ LoopEvent = (
     | ModelReplied
     | ToolsStarted
     | ToolsRan
+    | ShieldChecked
     | Paused
     | Finished
     | Failed
@@ -168,6 +183,28 @@ class Tools:
         return name in self.server or (self.client is not None and name not in self.client)
 
 
+# --- shields ----------------------------------------------------------------------------------
+
+
+class ShieldCheck(Protocol):
+    """The run's shields, bound to its tenant and shield ids by the face: the first blocking
+    violation for these messages, or None; raises when a shield fails (fail closed)."""
+
+    async def __call__(
+        self, messages: list[dict[str, Any]], source: Literal["input", "output"]
+    ) -> Any | None: ...
+
+
+@dataclass
+class Shields:
+    """What the loop checks: `input` (the run's new messages) before its first model call, and
+    every answer when `output`."""
+
+    check: ShieldCheck
+    input: list[dict[str, Any]] = field(default_factory=list)
+    output: bool = False
+
+
 # --- the loop ---------------------------------------------------------------------------------
 
 
@@ -184,6 +221,7 @@ class AgentLoop:
         limits: Limits = Limits(),
         stream: bool = True,
         new_call_id: Callable[[], str] = new_id,
+        shields: Shields | None = None,
     ) -> None:
         self.provider = provider
         self.request = request  # grows by each reply and tool result
@@ -194,10 +232,17 @@ class AgentLoop:
         self.limits = limits
         self.stream = stream
         self._new_call_id = new_call_id
+        self.shields = shields
 
     async def run(self) -> AsyncIterator[LoopEvent]:
         run_deadline = asyncio.get_running_loop().time() + self.limits.run_seconds
         try:
+            if self.shields is not None and self.shields.input:
+                checked = await self._shield(self.shields.input, "input")
+                yield checked
+                if checked.violation is not None:
+                    yield Finished("blocked", checked.violation)
+                    return
             while True:
                 if self.iterations >= self.max_iterations:
                     yield Finished("max_iterations")
@@ -210,6 +255,13 @@ class AgentLoop:
                         reply = event
                 assert reply is not None
                 if not reply.tool_calls:
+                    if self.shields is not None and self.shields.output and reply.text:
+                        answer = [{"role": "assistant", "content": reply.text}]
+                        checked = await self._shield(answer, "output")
+                        yield checked
+                        if checked.violation is not None:
+                            yield Finished("blocked", checked.violation)
+                            return
                     yield Finished("answered")
                     return
                 if self.request.tool_choice != "none":
@@ -285,6 +337,14 @@ class AgentLoop:
                 yield event
         finally:
             await events.aclose()
+
+    async def _shield(
+        self, messages: list[dict[str, Any]], source: Literal["input", "output"]
+    ) -> ShieldChecked:
+        assert self.shields is not None
+        step_id, started = new_id(), now()
+        violation = await self.shields.check(messages, source)
+        return ShieldChecked(step_id, started, now(), source, violation)
 
     async def _run_tools(self, started: ToolsStarted) -> ToolsRan:
         results = await asyncio.gather(*(self._run_tool(call) for call in started.calls))

@@ -46,6 +46,7 @@ from ..api.responses import (
     MCPListToolsTool,
     McpToolExecutionError,
     McpToolFilter,
+    OpenAIResponseContentPartRefusal,
     OpenAIResponseError,
     OpenAIResponseInputFunctionToolCallOutput,
     OpenAIResponseInputMessageContentFile,
@@ -71,6 +72,8 @@ from ..api.responses import (
     OutputItemDone,
     OutputTextDelta,
     OutputTextDone,
+    RefusalDelta,
+    RefusalDone,
     ResponseCompleted,
     ResponseCreated,
     ResponseFailed,
@@ -100,6 +103,7 @@ from ..inference.types import (
 from ..log import logger
 from . import loop as L
 from .server_tools import McpEndpoint, ToolRuntime
+from .shields import BLOCKED_MESSAGE, ShieldService, shields_for
 from .storage import ResponseStorage
 
 
@@ -192,6 +196,7 @@ class ResponseRun:
         self._usage: Usage | None = None
         self._last_finish = "stop"
         self._text: OpenAIResponseMessage | None = None  # the message item being written
+        self._reply_message: OpenAIResponseMessage | None = None  # the current reply's text
         self._call: Any = None  # likewise, the call item (of any kind) being written
         self._calls: dict[int, Any] = {}  # this reply's call items, by index
 
@@ -233,6 +238,13 @@ class ResponseRun:
         match event:
             case L.ModelCallStarted():
                 self._calls = {}
+                self._reply_message = None
+            case L.ShieldChecked(violation=violation) if violation is not None:
+                # A blocked answer leaves the response (a client that streamed saw it go by).
+                if self._reply_message is not None:
+                    self.response.output.remove(self._reply_message)
+            case L.Finished(reason="blocked", violation=violation):
+                yield from self._refuse(violation.user_message or BLOCKED_MESSAGE)
             case L.TextDelta(text=text):
                 if self._text is None:
                     yield from self._open_text()
@@ -279,7 +291,7 @@ class ResponseRun:
             status="in_progress",
             content=[OpenAIResponseOutputMessageContentOutputText(text="")],
         )
-        self._text = item
+        self._text = self._reply_message = item
         self.response.output.append(item)
         index = self._index(item)
         announced = item.model_copy(update={"content": []})  # as opened, without the text
@@ -291,6 +303,29 @@ class ResponseRun:
             content_index=0,
             part=OpenAIResponseOutputMessageContentOutputText(text=""),
         )
+
+    def _refuse(self, refusal: str) -> Iterator[StreamEvent]:
+        """A guardrail blocked the input or the answer: the response says its message, as a
+        `refusal` part, and the conversation goes on from that."""
+        part = OpenAIResponseContentPartRefusal(refusal=refusal)
+        item = OpenAIResponseMessage(
+            id=_id("msg"), role="assistant", status="completed", content=[part]
+        )
+        self.response.output.append(item)
+        index = self._index(item)
+        ids = {"item_id": item.id, "output_index": index, "content_index": 0}
+        opened = item.model_copy(update={"content": [], "status": "in_progress"})
+        yield self._event(OutputItemAdded, item=opened, output_index=index)
+        yield self._event(ContentPartAdded, part=part.model_copy(update={"refusal": ""}), **ids)
+        yield self._event(RefusalDelta, delta=refusal, **ids)
+        yield self._event(RefusalDone, refusal=refusal, **ids)
+        yield self._event(ContentPartDone, part=part, **ids)
+        yield self._event(OutputItemDone, item=item, output_index=index)
+        messages = self.loop.request.messages
+        if messages and messages[-1].role == "assistant" and not messages[-1].tool_calls:
+            messages[-1].content = refusal  # the blocked answer is not kept
+        else:
+            messages.append(ChatMessage("assistant", refusal))
 
     def _close_text(self) -> Iterator[StreamEvent]:
         item, self._text = self._text, None
@@ -478,6 +513,8 @@ class ResponseRun:
         }
 
     async def _finish(self, event: L.Paused | L.Finished) -> StreamEvent:
+        if isinstance(event, L.Finished) and event.reason == "blocked":
+            return await self._end("completed")  # with its refusal, as OpenAI's API answers
         if isinstance(event, L.Finished) and event.reason != "answered":  # a limit ended it
             self.response.incomplete_details = {"reason": event.reason}
             return await self._end("incomplete")
@@ -563,11 +600,13 @@ class ResponsesEngine:
         models: ModelRouter,
         limits: L.Limits = L.Limits(),
         tools: ToolRuntime | None = None,
+        shields: ShieldService | None = None,
     ) -> None:
         self.storage = storage
         self.models = models
         self.limits = limits
         self.tools = tools  # None: only function tools
+        self.shields = shields  # None: `guardrails` are refused
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
         if body.background:
@@ -579,7 +618,16 @@ class ResponsesEngine:
             stored = await self.storage.context(tenant, body.previous_response_id)
             previous = [ChatMessage.from_dict(m) for m in stored]
         items = _input_items(body.input)
-        current = previous + _input_messages(items, await self._read_files(items))
+        new_input = _input_messages(items, await self._read_files(items))
+        guardrails = body.guardrails or []
+        shields = await shields_for(
+            self.shields,
+            tenant,
+            guardrails,
+            guardrails,
+            [{"role": m.role, "content": m.content} for m in new_input if m.content],
+        )
+        current = previous + new_input
         approvals = _approvals(current, items)
         _answer_forgotten_calls(current)
         current = _fit(current, body.truncation or "disabled", self.limits.context_tokens)
@@ -621,6 +669,7 @@ class ResponsesEngine:
             limits=limits,
             stream=bool(body.stream),
             new_call_id=lambda: _id("call"),
+            shields=shields,
         )
         return ResponseRun(
             storage=self.storage,

@@ -34,6 +34,7 @@ from ..api.agents import (
     AgentTurnResponseTurnStartPayload,
     CreateAgentTurnRequest,
     InferenceStep,
+    ShieldCallStep,
     Step,
     ToolExecutionStep,
     Turn,
@@ -65,6 +66,7 @@ from ..log import logger
 from . import loop as L
 from . import messages as convert
 from .server_tools import ServerToolset, ToolRuntime
+from .shields import BLOCKED_MESSAGE, ShieldService, shields_for
 from .storage import TurnStorage
 
 _TURN_METRIC = {
@@ -169,6 +171,25 @@ class TurnRun:
                     yield _step_complete(step)
                 else:  # the answer: stored with the turn's end
                     self._answer = step
+            case L.ShieldChecked():
+                if self._answer is not None:  # the answer comes before its check
+                    await self._save_step(self._answer)
+                    yield _step_complete(self._answer)
+                    self._answer = None
+                step = ShieldCallStep(
+                    turn_id=self.turn.turn_id,
+                    step_id=event.step_id,
+                    started_at=event.started_at,
+                    completed_at=event.completed_at,
+                    violation=event.violation,
+                )
+                yield _step_start(step.step_type, step.step_id)
+                await self._save_step(step)
+                yield _step_complete(step)
+            case L.Finished(reason="blocked", violation=violation):
+                message = violation.user_message or BLOCKED_MESSAGE
+                output = CompletionMessage(content=message, stop_reason=StopReason.end_of_turn)
+                yield await self._complete(output)
             case L.ToolsStarted(step_id=step_id, calls=calls):
                 yield _step_start("tool_execution", step_id)
                 for call in calls:
@@ -185,10 +206,12 @@ class TurnRun:
                 yield await self._pause([c.id for c in calls])
             case L.Finished(reason="answered"):
                 answer = self._answer
-                assert answer is not None
-                done = await self._complete(answer.model_response, answer)
-                yield _step_complete(answer)
-                yield done
+                if answer is None:  # stored already, before its output shields' step
+                    yield await self._complete(self._last_reply())
+                else:
+                    done = await self._complete(answer.model_response, answer)
+                    yield _step_complete(answer)
+                    yield done
             case L.Finished(reason=limit):  # max_iterations or max_tool_calls
                 logger.info(
                     "turn ended by a limit", extra={"turn_id": self.turn.turn_id, "limit": limit}
@@ -313,12 +336,14 @@ class TurnEngine:
         publisher: TurnEventPublisher | None = None,
         limits: L.Limits = L.Limits(),
         tools: ToolRuntime | None = None,
+        shields: ShieldService | None = None,
     ) -> None:
         self.storage = storage
         self.models = models
         self.publisher = publisher
         self.limits = limits
         self.tools = tools  # None: no server-side tools (toolgroups are refused)
+        self.shields = shields  # None: no shields (agents naming some are refused)
 
     async def start_turn(
         self,
@@ -470,6 +495,14 @@ class TurnEngine:
         groups, the session's history, then this turn's messages so far. 400 before anything
         runs for what the model cannot do."""
         server = await self._toolgroups(tenant, config, body, provider_data)
+        new_input = [{"role": m.role, "content": m.content} for m in current]
+        shields = await shields_for(
+            self.shields,
+            tenant,
+            (config.input_shields or []) if body is not None else [],  # a resume adds no input
+            config.output_shields or [],
+            new_input,
+        )
         tool_config = (body.tool_config if body is not None else None) or config.tool_config
         tool_config = tool_config or ToolConfig()
         tools = convert.tool_specs(config) + server.specs
@@ -498,6 +531,7 @@ class TurnEngine:
             tool_calls=tool_calls,
             limits=self.limits,
             stream=stream,
+            shields=shields,
         )
 
     async def _toolgroups(

@@ -135,7 +135,12 @@ class Services:
 
         publisher = TurnEventPublisher(self.events_client, self.settings.event_bus_name)
         return TurnEngine(
-            self.turn_storage, self.models, publisher, self.limits, tools=self.tool_runtime
+            self.turn_storage,
+            self.models,
+            publisher,
+            self.limits,
+            tools=self.tool_runtime,
+            shields=self.safety,
         )
 
     @cached_property
@@ -145,7 +150,9 @@ class Services:
         from ..store.engine_storage import DynamoResponseStorage
 
         storage = DynamoResponseStorage(self.responses, self.conversation_store)
-        return ResponsesEngine(storage, self.models, self.limits, tools=self.tool_runtime)
+        return ResponsesEngine(
+            storage, self.models, self.limits, tools=self.tool_runtime, shields=self.safety
+        )
 
     @cached_property
     def tool_runtime(self):

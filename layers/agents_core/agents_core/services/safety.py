@@ -139,6 +139,12 @@ class SafetyService:
                 return violation
         return None
 
+    async def known(self, tenant: str, shield_ids: list[str]) -> None:
+        """InvalidRequest (400) unless every id names a shield of the tenant: a turn or response
+        checks its shields this way before anything is stored."""
+        if shield_ids:
+            await self._resolve(tenant, shield_ids)
+
     async def run_shield(
         self,
         tenant: str,
