@@ -8,11 +8,13 @@ Every method that changes state is all-or-nothing: a method that raises changed 
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..api.agents import Agent, Step, Turn
-from ..api.responses import OpenAIResponseObjectWithInput
 from ..domain import ConversationAppend, PausedTurn, SessionLock, TurnState
+
+if TYPE_CHECKING:  # the turns functions never load the Responses models
+    from ..api.responses import OpenAIResponseObjectWithInput
 
 #: A chat message as stored in a history (`ChatMessage.to_dict()`).
 StoredMessage = dict[str, Any]
