@@ -16,6 +16,7 @@ from typing import Any, get_args
 import httpx
 import openai
 import pytest
+from agents_core.inference import types as model
 from openai.types.responses import Response, ResponseStreamEvent
 
 from .local_server import running_server
@@ -86,10 +87,12 @@ ITEM_REQUIRED = {
     "mcp_call": ["type", "id", "name", "arguments", "server_label"],
     "mcp_list_tools": ["type", "id", "server_label", "tools"],
     "mcp_approval_request": ["type", "id", "name", "arguments", "server_label"],
+    "reasoning": ["type", "id", "summary"],
 }
 CONTENT_REQUIRED = {
     "output_text": ["type", "text", "annotations", "logprobs"],
     "refusal": ["type", "refusal"],
+    "reasoning_text": ["type", "text"],
 }
 _RESPONSE_EVENT = ["type", "sequence_number", "response"]
 _ITEM_EVENT = ["type", "sequence_number", "output_index", "item"]
@@ -107,6 +110,8 @@ EVENT_REQUIRED = {
     "response.content_part.done": _PART_EVENT,
     "response.output_text.delta": [*_PART_EVENT[:-1], "delta", "logprobs"],
     "response.output_text.done": [*_PART_EVENT[:-1], "text", "logprobs"],
+    "response.reasoning_text.delta": [*_PART_EVENT[:-1], "delta"],
+    "response.reasoning_text.done": [*_PART_EVENT[:-1], "text"],
     "response.refusal.delta": [*_PART_EVENT[:-1], "delta"],
     "response.refusal.done": [*_PART_EVENT[:-1], "refusal"],
     "response.function_call_arguments.delta": [*_TOOL_EVENT, "delta"],
@@ -207,6 +212,11 @@ WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "ob
             id="web search",
         ),
         pytest.param([says("Once upon", finish="length")], {}, id="incomplete"),
+        pytest.param(
+            [[model.ReasoningDelta("Think"), model.ReasoningDelta("ing."), *says("Done.")]],
+            {},
+            id="reasoning",
+        ),
         pytest.param([[ConnectionError("down")]], {}, id="failed"),
     ],
 )
@@ -485,3 +495,14 @@ def test_a_pdf_reaches_an_openai_compatible_model_as_a_file_part(client, model):
             "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{pdf}"},
         },
     ]
+
+
+def test_reasoning_a_model_streams_is_a_reasoning_item_before_the_answer(client, model):
+    model.reply(text="Paris.", reasoning="The capital of France is Paris.")
+    with client.responses.stream(model="m", input="Capital of France?") as stream:
+        kinds = [event.type for event in stream]
+        response = stream.get_final_response()
+    assert [o.type for o in response.output] == ["reasoning", "message"]
+    assert response.output[0].content[0].text == "The capital of France is Paris."
+    assert response.output_text == "Paris."
+    assert kinds.index("response.reasoning_text.done") < kinds.index("response.output_text.delta")

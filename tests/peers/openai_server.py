@@ -30,6 +30,7 @@ class Reply:
     status: int = 500
     delay: float = 0.0  # seconds before the first byte
     finish_reason: str | None = None
+    reasoning: str = ""  # streamed first, as vLLM's `reasoning_content`
 
 
 class ScriptedOpenAI(LocalPeer):
@@ -132,6 +133,8 @@ class ScriptedOpenAI(LocalPeer):
         if reply.error == "malformed":
             send('{"id": "chatcmpl-1", "choices": [')
             return
+        for piece in _split(reply.reasoning, 2) if reply.reasoning else []:
+            send(chunk({"reasoning_content": piece}))
         pieces = _split(reply.text, reply.chunks)
         for piece in pieces:
             send(chunk({"content": piece}))

@@ -217,6 +217,21 @@ class OpenAIResponseMCPApprovalResponse(ApiModel):
     reason: str | None = None
 
 
+class OpenAIResponseReasoningText(ApiModel):
+    type: Literal["reasoning_text"] = "reasoning_text"
+    text: str
+
+
+class OpenAIResponseReasoningItem(ApiModel):
+    """The reasoning a model returned before its answer (models that stream it)."""
+
+    id: str
+    type: Literal["reasoning"] = "reasoning"
+    summary: list[dict[str, Any]] = Field(default_factory=list)
+    content: list[OpenAIResponseReasoningText] = Field(default_factory=list)
+    status: str | None = None
+
+
 def _item_type(value: Any) -> str:
     """OpenAI accepts `{"role": ..., "content": ...}` without a type: that is a message."""
     if isinstance(value, dict):
@@ -233,6 +248,7 @@ OpenAIResponseInput = Annotated[
     | Annotated[OpenAIResponseOutputMessageMCPListTools, Tag("mcp_list_tools")]
     | Annotated[OpenAIResponseMCPApprovalRequest, Tag("mcp_approval_request")]
     | Annotated[OpenAIResponseMCPApprovalResponse, Tag("mcp_approval_response")]
+    | Annotated[OpenAIResponseReasoningItem, Tag("reasoning")]
     | Annotated[OpenAIResponseMessage, Tag("message")],
     Discriminator(_item_type),
 ]
@@ -244,7 +260,8 @@ OpenAIResponseOutput = Annotated[
     | OpenAIResponseOutputMessageFunctionToolCall
     | OpenAIResponseOutputMessageMCPCall
     | OpenAIResponseOutputMessageMCPListTools
-    | OpenAIResponseMCPApprovalRequest,
+    | OpenAIResponseMCPApprovalRequest
+    | OpenAIResponseReasoningItem,
     Field(discriminator="type"),
 ]
 
@@ -588,6 +605,22 @@ class OutputTextDone(StreamEvent):
     logprobs: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class ReasoningTextDelta(StreamEvent):
+    type: Literal["response.reasoning_text.delta"] = "response.reasoning_text.delta"
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+
+
+class ReasoningTextDone(StreamEvent):
+    type: Literal["response.reasoning_text.done"] = "response.reasoning_text.done"
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+
+
 class RefusalDelta(StreamEvent):
     type: Literal["response.refusal.delta"] = "response.refusal.delta"
     item_id: str
@@ -697,6 +730,8 @@ OpenAIResponseObjectStream = Annotated[
     | ContentPartDone
     | OutputTextDelta
     | OutputTextDone
+    | ReasoningTextDelta
+    | ReasoningTextDone
     | RefusalDelta
     | RefusalDone
     | FunctionCallArgumentsDelta

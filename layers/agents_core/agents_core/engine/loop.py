@@ -46,6 +46,12 @@ class TextDelta:
 
 
 @dataclass
+class ReasoningDelta:
+    step_id: str
+    text: str
+
+
+@dataclass
 class ToolCallDelta:
     """A piece of the call at `index` in this model reply; `call_id` and `name` are known from
     the call's first piece on."""
@@ -134,6 +140,7 @@ class Failed:
 LoopEvent = (
     ModelCallStarted
     | TextDelta
+    | ReasoningDelta
     | ToolCallDelta
     | ModelReplied
     | ToolsStarted
@@ -295,6 +302,8 @@ class AgentLoop:
             if isinstance(event, model.TextDelta):
                 text.append(event.text)
                 yield TextDelta(step_id, event.text)
+            elif isinstance(event, model.ReasoningDelta):
+                yield ReasoningDelta(step_id, event.text)
             elif isinstance(event, model.ToolCallDelta):
                 call = calls.get(event.index)
                 if call is None:

@@ -66,12 +66,16 @@ from ..api.responses import (
     OpenAIResponseOutputMessageMCPCall,
     OpenAIResponseOutputMessageMCPListTools,
     OpenAIResponseOutputMessageWebSearchToolCall,
+    OpenAIResponseReasoningItem,
+    OpenAIResponseReasoningText,
     OpenAIResponseText,
     OpenAIResponseTextFormat,
     OutputItemAdded,
     OutputItemDone,
     OutputTextDelta,
     OutputTextDone,
+    ReasoningTextDelta,
+    ReasoningTextDone,
     RefusalDelta,
     RefusalDone,
     ResponseCompleted,
@@ -197,6 +201,7 @@ class ResponseRun:
         self._last_finish = "stop"
         self._text: OpenAIResponseMessage | None = None  # the message item being written
         self._reply_message: OpenAIResponseMessage | None = None  # the current reply's text
+        self._reasoning: OpenAIResponseReasoningItem | None = None  # the reasoning being written
         self._call: Any = None  # likewise, the call item (of any kind) being written
         self._calls: dict[int, Any] = {}  # this reply's call items, by index
 
@@ -245,7 +250,16 @@ class ResponseRun:
                     self.response.output.remove(self._reply_message)
             case L.Finished(reason="blocked", violation=violation):
                 yield from self._refuse(violation.user_message or BLOCKED_MESSAGE)
+            case L.ReasoningDelta(text=text):
+                yield from self._close_text()
+                if self._reasoning is None:
+                    yield from self._open_reasoning()
+                item = self._reasoning
+                ids = {"item_id": item.id, "output_index": self._index(item), "content_index": 0}
+                yield self._event(ReasoningTextDelta, delta=text, **ids)
+                item.content[0].text += text
             case L.TextDelta(text=text):
+                yield from self._close_reasoning()
                 if self._text is None:
                     yield from self._open_text()
                 yield self._event(
@@ -257,6 +271,7 @@ class ResponseRun:
                 )
                 self._text.content[0].text += text
             case L.ToolCallDelta(index=index, call_id=call_id, name=name, arguments=arguments):
+                yield from self._close_reasoning()
                 yield from self._close_text()
                 if index not in self._calls:
                     yield from self._close_call()
@@ -279,6 +294,7 @@ class ResponseRun:
                 for result in results:
                     yield from self._tool_ran(result)
             case L.ModelReplied(finish=finish, usage=usage):
+                yield from self._close_reasoning()
                 yield from self._close_text()
                 yield from self._close_call()
                 self._last_finish = finish
@@ -303,6 +319,27 @@ class ResponseRun:
             content_index=0,
             part=OpenAIResponseOutputMessageContentOutputText(text=""),
         )
+
+    def _open_reasoning(self) -> Iterator[StreamEvent]:
+        item = OpenAIResponseReasoningItem(
+            id=_id("rs"), status="in_progress", content=[OpenAIResponseReasoningText(text="")]
+        )
+        self._reasoning = item
+        self.response.output.append(item)
+        yield self._event(
+            OutputItemAdded, item=item.model_copy(deep=True), output_index=self._index(item)
+        )
+
+    def _close_reasoning(self) -> Iterator[StreamEvent]:
+        item, self._reasoning = self._reasoning, None
+        if item is None:
+            return
+        index, text = self._index(item), item.content[0].text
+        item.status = "completed"
+        yield self._event(
+            ReasoningTextDone, item_id=item.id, output_index=index, content_index=0, text=text
+        )
+        yield self._event(OutputItemDone, item=item, output_index=index)
 
     def _refuse(self, refusal: str) -> Iterator[StreamEvent]:
         """A guardrail blocked the input or the answer: the response says its message, as a

@@ -16,6 +16,7 @@ from .types import (
     ChatMessage,
     ChatRequest,
     Finish,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     Usage,
@@ -94,6 +95,8 @@ class BedrockProvider:
                 delta = body["delta"]
                 if "text" in delta:
                     yield TextDelta(delta["text"])
+                elif (delta.get("reasoningContent") or {}).get("text"):
+                    yield ReasoningDelta(delta["reasoningContent"]["text"])
                 elif "toolUse" in delta:
                     index = tool_blocks.setdefault(body["contentBlockIndex"], len(tool_blocks))
                     yield ToolCallDelta(index, arguments=delta["toolUse"].get("input", ""))

@@ -19,6 +19,7 @@ from .types import (
     ChatMessage,
     ChatRequest,
     Finish,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     Usage,
@@ -86,6 +87,9 @@ class OpenAICompatProvider:
                         usage = Usage(counts["prompt_tokens"], counts["completion_tokens"])
                     for choice in (chunk.get("choices") or [])[:1]:
                         delta = choice.get("delta") or {}
+                        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                        if isinstance(reasoning, str) and reasoning:
+                            yield ReasoningDelta(reasoning)
                         if delta.get("content"):
                             yield TextDelta(delta["content"])
                         for position, call in enumerate(delta.get("tool_calls") or []):

@@ -105,6 +105,14 @@ class TextDelta:
 
 
 @dataclass
+class ReasoningDelta:
+    """Reasoning text a model streams before its answer (vLLM's and DeepSeek's
+    `reasoning_content`, or `reasoning`)."""
+
+    text: str
+
+
+@dataclass
 class ToolCallDelta:
     index: int
     id: str | None = None
@@ -118,7 +126,7 @@ class Finish:
     usage: Usage | None = None
 
 
-ChatEvent = TextDelta | ToolCallDelta | Finish
+ChatEvent = TextDelta | ReasoningDelta | ToolCallDelta | Finish
 
 
 class Provider(Protocol):
