@@ -440,18 +440,24 @@ def test_a_failed_turn_raises_its_status_to_a_caller_that_does_not_stream():
     assert failed.body() == {"detail": "too slow", "turn_id": turn_id}
 
 
-def test_a_request_the_model_cannot_serve_is_refused_before_anything_is_stored():
-    world = agents()
-    world.model.refusal = "this model takes no images"
+def refused_with_nothing_stored(world: Agents, match: str) -> None:
+    """A turn refused with a 400 before anything ran: no model call, nothing of it stored, and
+    its session free for the next turn."""
 
     async def scenario():
-        with pytest.raises(InvalidRequest, match="no images"):
+        with pytest.raises(InvalidRequest, match=match):
             await world.start("Hi")
         return await world.lock("next-turn")  # the session was released
 
     assert asyncio.run(scenario()).turn_id == "next-turn"
     assert world.storage.turns[(TENANT, world.session_id)].keys() == {"next-turn"}
     assert world.model.requests == []
+
+
+def test_a_request_the_model_cannot_serve_is_refused_before_anything_is_stored():
+    world = agents()
+    world.model.refusal = "this model takes no images"
+    refused_with_nothing_stored(world, "no images")
 
 
 def test_a_turn_for_an_agent_that_is_gone_is_not_found_and_leaves_the_session_free():

@@ -29,6 +29,7 @@ from .test_engine import (
     calls,
     chunks,
     kinds,
+    refused_with_nothing_stored,
     respond,
     says,
     stream_response,
@@ -179,15 +180,7 @@ def test_a_reply_mixing_group_and_client_tools_runs_the_group_tool_and_pauses_fo
 
 def test_an_unregistered_tool_group_is_refused_before_anything_is_stored():
     world = with_runtime(agents(says("never"), toolgroups=["mcp::nope"]), FakeRuntime())
-
-    async def scenario():
-        with pytest.raises(InvalidRequest, match="mcp::nope"):
-            await world.start("Hi")
-        return await world.lock("next-turn")  # the session was released
-
-    assert asyncio.run(scenario()).turn_id == "next-turn"
-    assert world.storage.turns[(TENANT, world.session_id)].keys() == {"next-turn"}
-    assert world.model.requests == []
+    refused_with_nothing_stored(world, "mcp::nope")
 
 
 def test_a_turn_naming_its_own_tool_groups_uses_them_and_passes_the_provider_data_on():

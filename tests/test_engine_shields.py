@@ -12,7 +12,7 @@ import pytest
 from agents_core.api.common import SafetyViolation
 from agents_core.errors import InvalidRequest, UpstreamFailed
 
-from .test_engine import TENANT, agents, chunks, kinds, says
+from .test_engine import TENANT, agents, chunks, kinds, refused_with_nothing_stored, says
 from .test_engine_server_tools import FakeRuntime, responses_with
 from .test_open_responses import check_stream, streamed
 
@@ -99,14 +99,7 @@ def test_a_blocked_answer_is_replaced_by_the_shields_message_after_its_steps():
 
 def test_an_unknown_shield_is_refused_before_anything_is_stored():
     world = shielded(says("never"), shields=FakeShields(guard="x"), input_shields=["nope"])
-
-    async def scenario():
-        with pytest.raises(InvalidRequest, match="nope"):
-            await world.start("Hi")
-        return await world.lock("next-turn")
-
-    assert asyncio.run(scenario()).turn_id == "next-turn"
-    assert world.model.requests == []
+    refused_with_nothing_stored(world, "nope")
 
 
 def test_a_failing_shield_fails_the_turn_closed():

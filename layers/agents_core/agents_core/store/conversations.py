@@ -245,17 +245,11 @@ class ConversationStore:
 
     def get_item(self, tenant: str, conversation_id: str, item_id: str) -> Any:
         pk = keys.conversation_pk(tenant, conversation_id)
-        head, found = in_parallel(
-            lambda: self._t.get(pk, keys.CONVERSATION),
-            lambda: self._by_id(tenant, conversation_id, item_id),
-        )
-        _live(head, conversation_id)
-        if not found:
-            raise NotFound(f"Item {item_id} not found in conversation {conversation_id}")
+        _, found = self._head_and_items(tenant, conversation_id, item_id)
         return self._full_item(pk, found[-1])  # an id given twice: the latest
 
-    def delete_item(self, tenant: str, conversation_id: str, item_id: str) -> None:
-        """Every item with this id goes, in one transaction that counts as a change."""
+    def _head_and_items(self, tenant: str, conversation_id: str, item_id: str) -> Any:
+        """The live conversation's head and the items with this id (NotFound for neither)."""
         pk = keys.conversation_pk(tenant, conversation_id)
         head, found = in_parallel(
             lambda: self._t.get(pk, keys.CONVERSATION),
@@ -264,6 +258,12 @@ class ConversationStore:
         _live(head, conversation_id)
         if not found:
             raise NotFound(f"Item {item_id} not found in conversation {conversation_id}")
+        return head, found
+
+    def delete_item(self, tenant: str, conversation_id: str, item_id: str) -> None:
+        """Every item with this id goes, in one transaction that counts as a change."""
+        pk = keys.conversation_pk(tenant, conversation_id)
+        head, found = self._head_and_items(tenant, conversation_id, item_id)
         update = {
             "Update": {
                 "TableName": self._t.name,
