@@ -506,3 +506,41 @@ def test_reasoning_a_model_streams_is_a_reasoning_item_before_the_answer(client,
     assert response.output[0].content[0].text == "The capital of France is Paris."
     assert response.output_text == "Paris."
     assert kinds.index("response.reasoning_text.done") < kinds.index("response.output_text.delta")
+
+
+def test_every_generation_setting_the_sdk_sends_reaches_an_openai_compatible_model(client, model):
+    model.reply(text="Fine.")
+    response = client.responses.create(
+        model="m",
+        input="Hi",
+        tools=[WEATHER],
+        temperature=0.4,
+        top_p=0.8,
+        top_logprobs=2,
+        max_output_tokens=32,
+        parallel_tool_calls=False,
+        reasoning={"effort": "high"},
+        safety_identifier="end-user-7",
+        prompt_cache_key="cache-1",
+        service_tier="priority",
+        include=["reasoning.encrypted_content"],
+        metadata={"run": "1"},
+        store=True,
+        # The Open Responses specification has these; this SDK's create() does not.
+        extra_body={"presence_penalty": 0.1, "frequency_penalty": 0.2},
+    )
+    sent = model.requests[-1]
+    assert {k: sent[k] for k in ("temperature", "top_p", "presence_penalty", "max_tokens")} == {
+        "temperature": 0.4,
+        "top_p": 0.8,
+        "presence_penalty": 0.1,
+        "max_tokens": 32,
+    }
+    assert (sent["frequency_penalty"], sent["logprobs"], sent["top_logprobs"]) == (0.2, True, 2)
+    assert (sent["parallel_tool_calls"], sent["reasoning_effort"]) == (False, "high")
+    assert (sent["user"], sent["prompt_cache_key"]) == ("end-user-7", "cache-1")
+    assert (response.service_tier, response.metadata, response.reasoning.effort) == (
+        "priority",
+        {"run": "1"},
+        "high",
+    )
