@@ -70,11 +70,7 @@ class ServerToolRuntime:
     async def toolgroups(
         self, tenant: str, groups: Sequence[Any], provider_data: Any
     ) -> ServerToolset:
-        from ..api.tools import ProviderData
-
-        resolved = await self._toolgroups.resolve(
-            tenant, list(groups), provider_data or ProviderData()
-        )
+        resolved = await self._toolgroups.resolve(tenant, list(groups), provider_data)
         toolset = ServerToolset()
         for tool in resolved:
             d = tool.definition

@@ -50,7 +50,7 @@ MAX_TOOLGROUPS = 100
 LLAMA_STACK_WEB_SEARCH_PROVIDERS = ("tavily-search", "brave-search", "bing-search")
 
 
-def mcp_headers_for(provider_data: ProviderData, uri: str) -> dict[str, str]:
+def mcp_headers_for(provider_data: ProviderData | None, uri: str) -> dict[str, str]:
     """The headers the caller gave for this MCP endpoint. URIs match on host and path, as in
     Llama Stack's MCP provider, so `http://h/mcp` and `https://h/mcp?x=1` share headers."""
 
@@ -59,7 +59,8 @@ def mcp_headers_for(provider_data: ProviderData, uri: str) -> dict[str, str]:
         return f"{parts.netloc}/{parts.path}"
 
     headers: dict[str, str] = {}
-    for endpoint, values in (provider_data.mcp_headers or {}).items():
+    mcp_headers = provider_data.mcp_headers if provider_data is not None else None
+    for endpoint, values in (mcp_headers or {}).items():
         if canonical(endpoint) == canonical(uri):
             headers.update(values)
     return headers
