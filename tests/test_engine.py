@@ -856,10 +856,16 @@ def test_a_model_failure_fails_the_response_with_its_code(error, status, code):
         "output_item.added",
         "content_part.added",
         "output_text.delta",
+        # The item the client saw added is closed, incomplete, before the response fails.
+        "output_text.done",
+        "content_part.done",
+        "output_item.done",
         "failed",
     ]
+    assert events[-2].item.status == "incomplete"
     final = events[-1].response
     assert final.status == "failed"
+    assert [(o.type, o.status) for o in final.output] == [("message", "incomplete")]
     assert (final.error.code, final.error.message) == (code, str(error))
     assert (failed.status, failed.message) == (status, str(error))
     assert set(failed.ids) == {"response_id"}

@@ -234,9 +234,19 @@ class ResponseRun:
                     if isinstance(event, L.Paused | L.Finished):
                         yield await self._finish(event)
                     elif isinstance(event, L.Failed):
+                        for out in self._cut_short():
+                            yield out
                         yield await self._fail(event.error)
         except Exception as err:
+            for out in self._cut_short():
+                yield out
             yield await self._fail(err)
+
+    def _cut_short(self) -> Iterator[StreamEvent]:
+        """A failing run's open items end `incomplete`: every item a client saw added is done."""
+        yield from self._close_reasoning("incomplete")
+        yield from self._close_text("incomplete")
+        yield from self._close_call("incomplete")
 
     def _on(self, event: L.LoopEvent) -> Iterator[StreamEvent]:
         """The stream events one loop event means: items opened, written and closed."""
@@ -330,12 +340,12 @@ class ResponseRun:
             OutputItemAdded, item=item.model_copy(deep=True), output_index=self._index(item)
         )
 
-    def _close_reasoning(self) -> Iterator[StreamEvent]:
+    def _close_reasoning(self, status: str = "completed") -> Iterator[StreamEvent]:
         item, self._reasoning = self._reasoning, None
         if item is None:
             return
         index, text = self._index(item), item.content[0].text
-        item.status = "completed"
+        item.status = status
         yield self._event(
             ReasoningTextDone, item_id=item.id, output_index=index, content_index=0, text=text
         )
@@ -364,13 +374,13 @@ class ResponseRun:
         else:
             messages.append(ChatMessage("assistant", refusal))
 
-    def _close_text(self) -> Iterator[StreamEvent]:
+    def _close_text(self, status: str = "completed") -> Iterator[StreamEvent]:
         item, self._text = self._text, None
         if item is None:
             return
         index = self._index(item)
         part = item.content[0]
-        item.status = "completed"
+        item.status = status
         yield self._event(
             OutputTextDone, item_id=item.id, output_index=index, content_index=0, text=part.text
         )
@@ -408,7 +418,7 @@ class ResponseRun:
         announced = item.model_copy()  # the event is sent later than the item grows
         yield self._event(OutputItemAdded, item=announced, output_index=self._index(item))
 
-    def _close_call(self) -> Iterator[StreamEvent]:
+    def _close_call(self, status: str = "completed") -> Iterator[StreamEvent]:
         """The model finished writing the call: a function call or an approval request is
         complete; an MCP call or a web search still has to run."""
         item, self._call = self._call, None
@@ -416,7 +426,7 @@ class ResponseRun:
             return
         index = self._index(item)
         if isinstance(item, OpenAIResponseOutputMessageFunctionToolCall):
-            item.status = "completed"
+            item.status = status
             yield self._event(
                 FunctionCallArgumentsDone,
                 item_id=item.id,
