@@ -527,3 +527,43 @@ def test_outcomes_are_counted_as_embedded_metrics(services, model, capsys):
         "ResumeMessagesRejected",
     ):
         assert names.count(name) == 1, (name, names)
+
+
+def test_response_lifecycle_events_reach_a_rule_target(services, model, aws):
+    from agents_core.api.responses import CreateOpenaiResponseRequest
+
+    async def respond(**fields):
+        body = CreateOpenaiResponseRequest.model_validate({"model": "m", "input": "Hi", **fields})
+        run = await services.responses_engine.start(TENANT, body)
+        try:
+            return await run.result()
+        except RunFailed:
+            return None
+
+    async def scenario():
+        model.reply(text="Sunny.")
+        done = await respond(metadata={"order": "42"})
+        model.reply(text="Once upon", finish_reason="length")
+        await respond()
+        model.reply(error="status", status=500)
+        await respond()
+        model.reply(text="Not kept.")
+        await respond(store=False)
+        return done
+
+    done = asyncio.run(scenario())
+    got = [e for e in captured(aws) if e["detail-type"].startswith("Response")]
+    assert [e["detail-type"] for e in got] == [
+        "Response Completed",
+        "Response Incomplete",
+        "Response Failed",
+        "Response Completed",
+    ]
+    completed, incomplete, failed, unstored = (e["detail"] for e in got)
+    assert (completed["response_id"], completed["output_text"]) == (done.id, "Sunny.")
+    assert completed["tenant"] == TENANT and completed["metadata"] == {"order": "42"}
+    assert incomplete["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert failed["error"]["code"] == "model_error"
+    assert unstored["stored"] is False and "output_text" not in unstored
+    example = load_event("lifecycle/response_completed.json")
+    assert set(example["detail"]) == set(completed)

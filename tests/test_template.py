@@ -542,3 +542,31 @@ def test_the_web_search_key_is_a_secret_named_by_the_stack_and_readable_only_whe
     assert "${WebSearchApiKeySecretName}-??????" in statement["Resource"]
     roles = {r.removeprefix("!Ref ") for r in policy["Properties"]["Roles"]}
     assert "AuthorizerFunctionRole" not in roles and "ResponsesFunctionRole" in roles
+
+
+def test_response_events_can_go_to_a_webhook_through_an_api_destination_that_only_it_invokes():
+    doc = template()
+    resources = doc["Resources"]
+    names = [
+        "ResponseWebhookConnection",
+        "ResponseWebhookDestination",
+        "ResponseWebhookRole",
+        "ResponseWebhookRule",
+    ]
+    assert all(resources[n]["Condition"] == "HasResponseWebhook" for n in names)
+    connection = resources["ResponseWebhookConnection"]["Properties"]["AuthParameters"]
+    key = connection["ApiKeyAuthParameters"]["ApiKeyValue"]  # resolved from a secret, by name
+    assert key == "!Sub {{resolve:secretsmanager:${ResponseWebhookApiKeySecretName}}}"
+    rule = resources["ResponseWebhookRule"]["Properties"]
+    assert rule["EventPattern"]["detail-type"] == [
+        "Response Completed",
+        "Response Failed",
+        "Response Incomplete",
+        "Response Cancelled",
+    ]
+    (target,) = rule["Targets"]
+    assert target["RoleArn"] == "!GetAtt ResponseWebhookRole.Arn"
+    (policy,) = resources["ResponseWebhookRole"]["Properties"]["Policies"]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "events:InvokeApiDestination"
+    assert any(s.get("Sid") == "ResponseEvents" for s in statements(resources["ResponsesFunction"]))

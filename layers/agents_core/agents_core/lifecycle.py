@@ -1,7 +1,9 @@
-"""Turn lifecycle events on EventBridge: a turn that pauses for client tools, completes or fails.
+"""Lifecycle events on EventBridge: a turn that pauses for client tools, completes or fails; a
+response that completes, fails, ends incomplete or is cancelled.
 
-Source `serverless-agents`; detail types in `DETAIL_TYPES`; docs/events.md shows each detail.
-Publishing is best effort: a failure is logged and never fails the turn.
+Source `serverless-agents`; detail types in `DETAIL_TYPES` and `RESPONSE_DETAIL_TYPES`;
+docs/events.md shows each detail. Publishing is best effort: a failure is logged and never fails
+the turn or response.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ DETAIL_TYPES = {
     "completed": "Turn Completed",
     "failed": "Turn Failed",
 }
+RESPONSE_DETAIL_TYPES = {
+    "completed": "Response Completed",
+    "failed": "Response Failed",
+    "incomplete": "Response Incomplete",
+    "cancelled": "Response Cancelled",
+}
 
 
 class TurnEventPublisher:
@@ -29,13 +37,17 @@ class TurnEventPublisher:
         self.bus_name = bus_name
 
     async def publish(self, status: str, detail: dict[str, Any]) -> None:
-        """Publish off the event loop (the call blocks); never raises."""
-        await asyncio.to_thread(self._publish, status, detail)
+        """Publish a turn's event off the event loop (the call blocks); never raises."""
+        await asyncio.to_thread(self._publish, DETAIL_TYPES[status], detail)
 
-    def _publish(self, status: str, detail: dict[str, Any]) -> None:
+    async def publish_response(self, status: str, detail: dict[str, Any]) -> None:
+        """Publish a response's event, likewise."""
+        await asyncio.to_thread(self._publish, RESPONSE_DETAIL_TYPES[status], detail)
+
+    def _publish(self, detail_type: str, detail: dict[str, Any]) -> None:
         entry = {
             "Source": SOURCE,
-            "DetailType": DETAIL_TYPES[status],
+            "DetailType": detail_type,
             "Detail": json.dumps(detail),
             "EventBusName": self.bus_name,
         }
@@ -48,9 +60,8 @@ class TurnEventPublisher:
             if resp.get("FailedEntryCount"):
                 raise RuntimeError(resp["Entries"][0].get("ErrorMessage", "rejected"))
         except Exception:
-            logger.exception(
-                "could not publish turn event", extra={"turn_id": detail.get("turn_id")}
-            )
+            ids = {k: detail[k] for k in ("turn_id", "response_id") if k in detail}
+            logger.exception("could not publish lifecycle event", extra=ids)
 
 
 def ensure_event_bus(events: Any, name: str) -> None:

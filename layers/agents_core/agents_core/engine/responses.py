@@ -104,6 +104,7 @@ from ..inference.types import (
     ToolSpec,
     Usage,
 )
+from ..lifecycle import RESPONSE_DETAIL_TYPES, TurnEventPublisher
 from ..log import logger
 from . import loop as L
 from .server_tools import McpEndpoint, ToolRuntime
@@ -179,6 +180,7 @@ class ResponseRun:
         mcp: list[_McpServer] | None = None,
         approvals: list[_Approval] | None = None,
         server_calls: dict[str, _ServerCall] | None = None,
+        publisher: TurnEventPublisher | None = None,
         conversation: ConversationAppend | None = None,
     ) -> None:
         self.storage = storage
@@ -189,6 +191,7 @@ class ResponseRun:
         self.loop = loop
         self.store = store
         self.tools = tools
+        self.publisher = publisher  # the response's end goes to the bus, when there is one
         self.mcp = mcp or []  # listed before the first model call
         self.approvals = approvals or []  # run (or declined) before the first model call
         self._kinds = server_calls or {}  # tool name -> what its calls are; grows by listing
@@ -241,6 +244,40 @@ class ResponseRun:
             for out in self._cut_short():
                 yield out
             yield await self._fail(err)
+        await self._announce()
+
+    async def _announce(self) -> None:
+        """The response's end on the bus, after its last event reached the caller. A response
+        not stored announces no output (`store: false` keeps nothing, anywhere)."""
+        if self.publisher is None or self.response.status not in RESPONSE_DETAIL_TYPES:
+            return
+        r = self.response
+        detail: dict[str, Any] = {
+            "tenant": self.tenant,
+            "response_id": r.id,
+            "status": r.status,
+            "model": r.model,
+            "created_at": r.created_at,
+            "completed_at": r.completed_at,
+            "previous_response_id": r.previous_response_id,
+            "conversation_id": r.conversation.id if r.conversation else None,
+            "metadata": r.metadata,
+            "usage": r.usage,
+            "stored": self.store,
+        }
+        if r.status == "failed" and r.error is not None:
+            detail["error"] = r.error.model_dump()
+        if r.status == "incomplete":
+            detail["incomplete_details"] = r.incomplete_details
+        if r.status == "completed" and self.store:
+            detail["output_text"] = "".join(
+                part.text
+                for item in r.output
+                if isinstance(item, OpenAIResponseMessage)
+                for part in item.content
+                if isinstance(part, OpenAIResponseOutputMessageContentOutputText)
+            )
+        await self.publisher.publish_response(r.status, detail)
 
     def _cut_short(self) -> Iterator[StreamEvent]:
         """A failing run's open items end `incomplete`: every item a client saw added is done."""
@@ -648,10 +685,12 @@ class ResponsesEngine:
         limits: L.Limits = L.Limits(),
         tools: ToolRuntime | None = None,
         shields: ShieldService | None = None,
+        publisher: TurnEventPublisher | None = None,
     ) -> None:
         self.storage = storage
         self.models = models
         self.limits = limits
+        self.publisher = publisher
         self.tools = tools  # None: only function tools
         self.shields = shields  # None: `guardrails` are refused
 
@@ -729,6 +768,7 @@ class ResponsesEngine:
             mcp=mcp,
             approvals=approvals,
             server_calls=kinds,
+            publisher=self.publisher,
             conversation=conversation[0] if conversation is not None else None,
         )
 

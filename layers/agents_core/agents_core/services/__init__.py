@@ -128,16 +128,21 @@ class Services:
         return DynamoTurnStorage(self.agents, self.turns)
 
     @cached_property
+    def publisher(self):
+        """Lifecycle events of turns and responses, on the bus."""
+        from ..lifecycle import TurnEventPublisher
+
+        return TurnEventPublisher(self.events_client, self.settings.event_bus_name)
+
+    @cached_property
     def engine(self):
         """The turn engine (the Agents API face of the agent loop)."""
         from ..engine.turns import TurnEngine
-        from ..lifecycle import TurnEventPublisher
 
-        publisher = TurnEventPublisher(self.events_client, self.settings.event_bus_name)
         return TurnEngine(
             self.turn_storage,
             self.models,
-            publisher,
+            self.publisher,
             self.limits,
             tools=self.tool_runtime,
             shields=self.safety,
@@ -151,7 +156,12 @@ class Services:
 
         storage = DynamoResponseStorage(self.responses, self.conversation_store)
         return ResponsesEngine(
-            storage, self.models, self.limits, tools=self.tool_runtime, shields=self.safety
+            storage,
+            self.models,
+            self.limits,
+            tools=self.tool_runtime,
+            shields=self.safety,
+            publisher=self.publisher,
         )
 
     @cached_property
