@@ -117,6 +117,7 @@ PROMISES = {
     ),
     "lifecycle/turn_awaiting_input.json": ("TurnEventBus", None, same_event),
     "lifecycle/turn_completed.json": ("TurnEventBus", None, same_event),
+    "lifecycle/response_completed.json": ("TurnEventBus", None, same_event),
     "lifecycle/turn_failed.json": ("TurnEventBus", None, same_event),
 }
 
