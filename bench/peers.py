@@ -8,6 +8,7 @@ AWS and a model server would be: they share no interpreter lock with what is mea
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -35,6 +36,18 @@ def wait_for_port(port: int, proc: subprocess.Popen) -> None:
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"nothing listens on {port}")
+
+
+def use_in_process(aws_endpoint: str, model_url: str) -> None:
+    """Point this process's app at the peers, as `make run` would be pointed at them."""
+    os.environ.update(
+        OPENAI_BASE_URL=model_url,
+        POWERTOOLS_METRICS_DISABLED="true",
+        AWS_ENDPOINT_URL=aws_endpoint,
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
 
 
 @contextmanager

@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from peers import free_port, moto_and_model
+from peers import free_port, moto_and_model, use_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 WEATHER = {
@@ -44,14 +44,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile the in-process reads")
     args = parser.parse_args()
     with moto_and_model() as (aws_endpoint, model_url):
-        os.environ.update(
-            OPENAI_BASE_URL=model_url,
-            POWERTOOLS_METRICS_DISABLED="true",
-            AWS_ENDPOINT_URL=aws_endpoint,
-            AWS_ACCESS_KEY_ID="bench",
-            AWS_SECRET_ACCESS_KEY="bench",
-            AWS_DEFAULT_REGION="us-east-1",
-        )
+        use_in_process(aws_endpoint, model_url)
         run(args, model_url, moto_pid(aws_endpoint))
 
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import statistics
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
-from peers import free_port, moto_and_model
+from peers import free_port, moto_and_model, use_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,14 +65,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with moto_and_model() as (aws_endpoint, model_url):
-        os.environ.update(
-            OPENAI_BASE_URL=model_url,
-            POWERTOOLS_METRICS_DISABLED="true",
-            AWS_ENDPOINT_URL=aws_endpoint,
-            AWS_ACCESS_KEY_ID="bench",
-            AWS_SECRET_ACCESS_KEY="bench",
-            AWS_DEFAULT_REGION="us-east-1",
-        )
+        use_in_process(aws_endpoint, model_url)
         run(args, ModelJournal(model_url))
 
 

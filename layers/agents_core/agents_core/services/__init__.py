@@ -144,8 +144,8 @@ class Services:
             self.models,
             self.publisher,
             self.limits,
-            tools=self.tool_runtime,
-            shields=self.safety,
+            tools=_OnFirstUse(lambda: self.tool_runtime),
+            shields=_OnFirstUse(lambda: self.safety),
         )
 
     @cached_property
@@ -159,8 +159,8 @@ class Services:
             storage,
             self.models,
             self.limits,
-            tools=self.tool_runtime,
-            shields=self.safety,
+            tools=_OnFirstUse(lambda: self.tool_runtime),
+            shields=_OnFirstUse(lambda: self.safety),
             publisher=self.publisher,
         )
 
@@ -170,6 +170,20 @@ class Services:
         from .tool_runtime import ServerToolRuntime
 
         return ServerToolRuntime(self.settings, self.toolgroups)
+
+
+class _OnFirstUse:
+    """An engine port built (its modules imported) at its first use: the tool runtime and the
+    shields cost a function nothing at init until a request names a tool group or a shield."""
+
+    def __init__(self, build: Any) -> None:
+        self._build = build
+        self._target: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._target is None:
+            self._target = self._build()
+        return getattr(self._target, name)
 
 
 def build_services(settings: Settings, dynamodb: Any = None, events: Any = None) -> Services:
