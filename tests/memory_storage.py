@@ -279,6 +279,13 @@ class MemoryResponseStorage:
     records: dict[tuple[str, str], tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)
     #: (tenant, conversation id) -> its items and version
     conversations: dict[tuple[str, str], _Conversation] = field(default_factory=dict)
+    #: (tenant, response id) -> the response as it started (JSON), until it ends
+    started: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    async def begin(
+        self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
+    ) -> None:
+        self.started[(tenant, response.id)] = _json(response)
 
     async def context(self, tenant: str, response_id: str) -> list[dict[str, Any]]:
         record = self.records.get((tenant, response_id))

@@ -658,6 +658,7 @@ def test_a_server_tool_runs_in_the_loop_and_its_result_goes_back_to_the_model():
         "ToolCallDelta",
         "ModelReplied",
         "ToolsStarted",
+        "ToolFinished",
         "ToolsRan",
         "ModelCallStarted",
         "TextDelta",
@@ -665,9 +666,10 @@ def test_a_server_tool_runs_in_the_loop_and_its_result_goes_back_to_the_model():
         "Finished",
     ]
     assert clock.arguments == ['{"tz": "UTC"}']
-    started, ran = events[4:6]
+    started, finished, ran = events[4:7]
     assert started.calls == [ChatToolCall("call-1", "clock", '{"tz": "UTC"}')]
-    assert started.step_id == ran.step_id
+    assert started.step_id == ran.step_id == finished.step_id
+    assert finished.result == ran.results[0]
     assert ran.results == [L.ToolResult(ChatToolCall("call-1", "clock", '{"tz": "UTC"}'), "12:00")]
     assert scripted.requests[1].messages[-1] == ChatMessage("tool", "12:00", tool_call_id="call-1")
     assert events[-1] == L.Finished("answered") and loop.iterations == 2

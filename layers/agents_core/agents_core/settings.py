@@ -77,6 +77,17 @@ class Settings:
     #: The most a turn or session read answers, as JSON escaped into a Lambda response: a
     #: buffered Lambda answers at most 6 MB (a session read pages its turns to stay below).
     max_read_bytes: int = 6 * 1024 * 1024 - 64 * 1024
+    #: The queue of background responses (`background: true`) and their continuations.
+    background_queue_name: str = "serverless-agents-background"
+    #: A background run stops at a step boundary when less than this is left of its invocation,
+    #: and goes on in a new one (a model call and its tools must fit in it).
+    background_suspend_margin_seconds: float = 330.0
+    #: The invocation a locally polled background message gets (Lambda's is its timeout).
+    background_invocation_seconds: float = 840.0
+    #: How often a running background response looks whether it was cancelled.
+    background_cancel_poll_seconds: float = 0.5
+    #: How long a background response with `store: false` stays readable for polling.
+    background_unstored_seconds: int = 3600
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -137,5 +148,22 @@ class Settings:
             shield_fail_open=os.environ.get("SHIELD_FAIL_OPEN", "").lower() in ("1", "true", "yes"),
             shield_timeout_seconds=float(
                 os.environ.get("SHIELD_TIMEOUT_SECONDS", cls.shield_timeout_seconds)
+            ),
+            background_queue_name=os.environ.get(
+                "BACKGROUND_QUEUE_NAME", cls.background_queue_name
+            ),
+            background_suspend_margin_seconds=float(
+                os.environ.get(
+                    "BACKGROUND_SUSPEND_MARGIN_SECONDS", cls.background_suspend_margin_seconds
+                )
+            ),
+            background_invocation_seconds=float(
+                os.environ.get("BACKGROUND_INVOCATION_SECONDS", cls.background_invocation_seconds)
+            ),
+            background_cancel_poll_seconds=float(
+                os.environ.get("BACKGROUND_CANCEL_POLL_SECONDS", cls.background_cancel_poll_seconds)
+            ),
+            background_unstored_seconds=int(
+                os.environ.get("BACKGROUND_UNSTORED_SECONDS", cls.background_unstored_seconds)
             ),
         )

@@ -557,6 +557,19 @@ class ResponseIncomplete(StreamEvent):
     response: OpenAIResponseObject
 
 
+class ResponseQueued(StreamEvent):
+    type: Literal["response.queued"] = "response.queued"
+    response: OpenAIResponseObject
+
+
+class ResponseCancelled(StreamEvent):
+    """The last event of a cancelled background response. OpenAI's API has no stream event for
+    a cancellation; this one follows the naming of the others (status `cancelled`)."""
+
+    type: Literal["response.cancelled"] = "response.cancelled"
+    response: OpenAIResponseObject
+
+
 class OutputItemAdded(StreamEvent):
     type: Literal["response.output_item.added"] = "response.output_item.added"
     response_id: str | None = None
@@ -749,6 +762,8 @@ OpenAIResponseObjectStream = Annotated[
     | McpCallCompleted
     | ResponseCompleted
     | ResponseFailed
-    | ResponseIncomplete,
+    | ResponseIncomplete
+    | ResponseQueued
+    | ResponseCancelled,
     Field(discriminator="type"),
 ]

@@ -9,7 +9,11 @@ nothing and knows neither API: it emits neutral events, and each API face (`turn
     loop = AgentLoop(provider, request, Tools(client=frozenset({"get_weather"})), max_iterations=10)
     async for event in loop.run():
         ...  # ModelCallStarted, TextDelta, ToolCallDelta, ModelReplied, ToolsStarted,
-             # ToolsRan, then one of Paused, Finished, Failed
+             # ToolFinished, ToolsRan, then one of Paused, Finished, Suspended, Failed
+
+A run can stop at a step boundary and go on elsewhere: its state is `request.messages` and the
+two counters. A loop built on messages whose last reply has server-side calls without results
+runs those first (a run that stopped, or crashed, between a reply and its tools' results).
 """
 
 from __future__ import annotations
@@ -92,6 +96,15 @@ class ToolsStarted:
 
 
 @dataclass
+class ToolFinished:
+    """One call of a ToolsStarted answered, as soon as it is: its result is already in the
+    request's messages, so a run stored now never runs it again."""
+
+    step_id: str
+    result: ToolResult
+
+
+@dataclass
 class ToolsRan:
     """Calls answered here (server-side tools, unknown tools), with their results."""
 
@@ -131,6 +144,12 @@ class Finished:
 
 
 @dataclass
+class Suspended:
+    """The run stopped at a step boundary because `should_suspend` said so (its invocation is
+    running out of time); it continues from `request.messages` and the counters elsewhere."""
+
+
+@dataclass
 class Failed:
     """The model or a tool failed; `errors.status_of(error)` says what it means."""
 
@@ -144,10 +163,12 @@ LoopEvent = (
     | ToolCallDelta
     | ModelReplied
     | ToolsStarted
+    | ToolFinished
     | ToolsRan
     | ShieldChecked
     | Paused
     | Finished
+    | Suspended
     | Failed
 )
 
@@ -229,6 +250,7 @@ class AgentLoop:
         stream: bool = True,
         new_call_id: Callable[[], str] = new_id,
         shields: Shields | None = None,
+        should_suspend: Callable[[], bool] | None = None,
     ) -> None:
         self.provider = provider
         self.request = request  # grows by each reply and tool result
@@ -240,6 +262,7 @@ class AgentLoop:
         self.stream = stream
         self._new_call_id = new_call_id
         self.shields = shields
+        self.should_suspend = should_suspend  # asked before each model call but the first
 
     async def run(self) -> AsyncIterator[LoopEvent]:
         run_deadline = asyncio.get_running_loop().time() + self.limits.run_seconds
@@ -250,10 +273,19 @@ class AgentLoop:
                 if checked.violation is not None:
                     yield Finished("blocked", checked.violation)
                     return
+            unanswered = self._unanswered_here()
+            if unanswered:
+                async for event in self._run_tools(ToolsStarted(new_id(), now(), unanswered)):
+                    yield event
+            called = False
             while True:
                 if self.iterations >= self.max_iterations:
                     yield Finished("max_iterations")
                     return
+                if called and self.should_suspend is not None and self.should_suspend():
+                    yield Suspended()
+                    return
+                called = True
                 self.iterations += 1
                 reply: ModelReplied | None = None
                 async for event in self._call_model(run_deadline):
@@ -281,9 +313,8 @@ class AgentLoop:
                     return
                 here = [c for c in reply.tool_calls if self.tools.runs_here(c.name)]
                 if here:
-                    started = ToolsStarted(new_id(), now(), here)
-                    yield started
-                    yield await self._run_tools(started)
+                    async for event in self._run_tools(ToolsStarted(new_id(), now(), here)):
+                        yield event
                 pending = [c for c in reply.tool_calls if not self.tools.runs_here(c.name)]
                 if pending:
                     yield Paused(pending)
@@ -355,16 +386,41 @@ class AgentLoop:
         violation = await self.shields.check(messages, source)
         return ShieldChecked(step_id, started, now(), source, violation)
 
-    async def _run_tools(self, started: ToolsStarted) -> ToolsRan:
-        results = await asyncio.gather(*(self._run_tool(call) for call in started.calls))
-        for result in results:
-            self.request.messages.append(
-                ChatMessage("tool", result.content, tool_call_id=result.call.id)
-            )
-        return ToolsRan(started.step_id, started.started_at, now(), list(results))
+    async def _run_tools(self, started: ToolsStarted) -> AsyncIterator[LoopEvent]:
+        """The calls at once; each result joins the messages as it comes (a ToolFinished), so
+        what is stored after it never runs that call again. ToolsRan lists them in call order."""
+        yield started
+        tasks = [asyncio.ensure_future(self._run_tool(call)) for call in started.calls]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                result = await next_done
+                self.request.messages.append(
+                    ChatMessage("tool", result.content, tool_call_id=result.call.id)
+                )
+                yield ToolFinished(started.step_id, result)
+        finally:
+            for task in tasks:
+                task.cancel()
+        results = [task.result() for task in tasks]
+        yield ToolsRan(started.step_id, started.started_at, now(), results)
 
     async def _run_tool(self, call: ChatToolCall) -> ToolResult:
         return await run_tool(self.tools.server.get(call.name), call)
+
+    def _unanswered_here(self) -> list[ChatToolCall]:
+        """Server-side calls of the last reply that have no result in the messages."""
+        for index in range(len(self.request.messages) - 1, -1, -1):
+            message = self.request.messages[index]
+            if message.role == "assistant":
+                answered = {m.tool_call_id for m in self.request.messages[index + 1 :]}
+                return [
+                    call
+                    for call in message.tool_calls
+                    if call.id not in answered and self.tools.runs_here(call.name)
+                ]
+            if message.role != "tool":
+                return []
+        return []
 
 
 async def run_tool(tool: ServerTool | None, call: ChatToolCall) -> ToolResult:

@@ -17,13 +17,14 @@ declined) when its input carries the `mcp_approval_response`.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from .. import metrics
 from ..api.common import JsonSchemaResponseFormat
@@ -78,6 +79,7 @@ from ..api.responses import (
     ReasoningTextDone,
     RefusalDelta,
     RefusalDone,
+    ResponseCancelled,
     ResponseCompleted,
     ResponseCreated,
     ResponseFailed,
@@ -163,9 +165,52 @@ class _Approval:
     result: ChatMessage
 
 
+class RunCancelled(Exception):
+    """The response was cancelled: the run stops at this event boundary."""
+
+
+class RunLost(Exception):
+    """Another invocation carries the run now (this one's lease ran out): stop, write nothing."""
+
+
+class RunControl(Protocol):
+    """What a background run is handed by the worker that runs it: where its state goes at each
+    step boundary, whether it was cancelled, when to stop for another invocation, and its end
+    (written only while this invocation still owns the run)."""
+
+    def should_suspend(self) -> bool:
+        """Too little time is left in this invocation for another model call."""
+        ...
+
+    async def cancelled(self) -> bool:
+        """Whether the response was cancelled; cheap to ask often (the answer may be a moment
+        old)."""
+        ...
+
+    async def checkpoint(self, state: dict[str, Any]) -> None:
+        """Store the run's state (`ResponseRun.state()`); RunCancelled or RunLost when it no
+        longer may go on."""
+        ...
+
+    async def save(
+        self,
+        response: OpenAIResponseObjectWithInput,
+        context: list[dict[str, Any]],
+        conversation: ConversationAppend | None,
+    ) -> None:
+        """Store the ended response as `ResponseStorage.save` does, and end the run; RunLost
+        when another invocation owns it."""
+        ...
+
+
 class ResponseRun:
     """One response being generated: the loop's events as output items and stream events;
-    stored (unless `store` is false) when it ends."""
+    stored (unless `store` is false) when it ends.
+
+    A background run is handed a RunControl: it stores its state (`state()`) at each step
+    boundary (after a model reply, after each server-side call's result, after each MCP listing
+    or approved call), stops when cancelled or when its invocation runs out of time, and is
+    rebuilt from that state in the next invocation (`ResponsesEngine.restore`)."""
 
     def __init__(
         self,
@@ -182,8 +227,14 @@ class ResponseRun:
         server_calls: dict[str, _ServerCall] | None = None,
         publisher: TurnEventPublisher | None = None,
         conversation: ConversationAppend | None = None,
+        control: RunControl | None = None,
+        guardrails: list[str] | None = None,
     ) -> None:
         self.storage = storage
+        self.control = control  # a background run's worker; None: runs in the caller's request
+        self.guardrails = guardrails or []  # kept for a continuation's shields
+        self.resumed = False  # continued from a stored state: created/in_progress were sent
+        self.suspended = False  # stopped for another invocation to continue
         self.conversation = conversation  # where its items go when it ends, read at a version
         self.tenant = tenant
         self.response = response
@@ -207,6 +258,8 @@ class ResponseRun:
         self._reasoning: OpenAIResponseReasoningItem | None = None  # the reasoning being written
         self._call: Any = None  # likewise, the call item (of any kind) being written
         self._calls: dict[int, Any] = {}  # this reply's call items, by index
+        self._input_checked = False  # the input shields ran (a continuation does not rerun them)
+        self._began: asyncio.Task | None = None  # the write of the running response
 
     async def result(self) -> OpenAIResponseObject:
         """Run to the end without streaming: the response (completed or incomplete), or
@@ -220,31 +273,125 @@ class ResponseRun:
         return final.response
 
     async def events(self) -> AsyncIterator[StreamEvent]:
-        snapshot = self._public()
-        yield self._event(ResponseCreated, response=snapshot)
-        yield self._event(ResponseInProgress, response=snapshot)
+        if self.store and self.control is None:  # readable while it runs, written meanwhile
+            lease = time.time() + self.loop.limits.run_seconds + 60
+            self._began = asyncio.create_task(self.storage.begin(self.tenant, self.response, lease))
+        if not self.resumed:
+            snapshot = self._public()
+            yield self._event(ResponseCreated, response=snapshot)
+            yield self._event(ResponseInProgress, response=snapshot)
         try:
-            for server in self.mcp:
-                async for out in self._list_tools(server):
+            try:
+                if self.control is not None and await self.control.cancelled():
+                    raise RunCancelled
+                async for out in self._steps():
                     yield out
-            for approval in self.approvals:
-                async for out in self._answer_approval(approval):
+                    if self.control is not None and await self.control.cancelled():
+                        raise RunCancelled
+            except RunCancelled:
+                for out in self._cut_short():
                     yield out
-            async with aclosing(self.loop.run()) as events:
-                async for event in events:
-                    for out in self._on(event):
-                        yield out
-                    if isinstance(event, L.Paused | L.Finished):
-                        yield await self._finish(event)
-                    elif isinstance(event, L.Failed):
-                        for out in self._cut_short():
-                            yield out
-                        yield await self._fail(event.error)
-        except Exception as err:
-            for out in self._cut_short():
+                yield await self._end("cancelled")
+            except RunLost:
+                raise
+            except Exception as err:
+                for out in self._cut_short():
+                    yield out
+                yield await self._fail(err)
+        except RunLost:
+            logger.warning("run carried on elsewhere", extra={"response_id": self.response.id})
+            return
+        if not self.suspended:
+            await self._announce()
+
+    async def _steps(self) -> AsyncIterator[StreamEvent]:
+        """The run's events up to its end; a state stored after each step it completes."""
+        while self.mcp:
+            async for out in self._list_tools(self.mcp[0]):
                 yield out
-            yield await self._fail(err)
-        await self._announce()
+            self.mcp.pop(0)
+            await self._checkpoint()
+        while self.approvals:
+            async for out in self._answer_approval(self.approvals[0]):
+                yield out
+            self.approvals.pop(0)
+            await self._checkpoint()
+        async with aclosing(self.loop.run()) as events:
+            async for event in events:
+                for out in self._on(event):
+                    yield out
+                if isinstance(event, L.ModelReplied | L.ToolFinished):
+                    await self._checkpoint()
+                elif isinstance(event, L.Suspended):
+                    await self._checkpoint()
+                    self.suspended = True
+                    return
+                elif isinstance(event, L.Paused | L.Finished):
+                    yield await self._finish(event)
+                elif isinstance(event, L.Failed):
+                    for out in self._cut_short():
+                        yield out
+                    yield await self._fail(event.error)
+
+    async def _checkpoint(self) -> None:
+        if self.control is not None:
+            await self.control.checkpoint(self.state())
+
+    def state(self) -> dict[str, Any]:
+        """Everything a continuation needs, as JSON data; MCP credentials are not in it (the
+        worker's message carries them, never the table)."""
+        request = self.loop.request
+        return {
+            "response": json.loads(self.response.model_dump_json(exclude_none=True)),
+            "base": self._base,  # the messages before it: the system prompt, then the context
+            "system": self._base - len(self.context),
+            "model": request.model,
+            "messages": [m.to_dict() for m in request.messages],
+            "tools": [dataclasses.asdict(spec) for spec in request.tools],
+            "tool_choice": request.tool_choice,
+            "response_format": (
+                request.response_format.model_dump() if request.response_format else None
+            ),
+            "options": dataclasses.asdict(request.options),
+            "iterations": self.loop.iterations,
+            "tool_calls": self.loop.tool_calls,
+            "max_iterations": self.loop.max_iterations,
+            "max_tool_calls": self.loop.limits.max_tool_calls,
+            "stream": self.loop.stream,
+            "sequence": self._sequence,
+            "usage": dataclasses.asdict(self._usage) if self._usage else None,
+            "last_finish": self._last_finish,
+            "kinds": {
+                name: [kind.kind, kind.server.config.server_label if kind.server else None]
+                for name, kind in self._kinds.items()
+            },
+            "items": {call_id: self._index(item) for call_id, item in self._items.items()},
+            "reply_message": (
+                self._index(self._reply_message) if self._reply_message is not None else None
+            ),
+            "pending_mcp": [server.config.server_label for server in self.mcp],
+            "approvals": [
+                {
+                    "answer": approval.answer.model_dump(exclude_none=True),
+                    "call": dataclasses.asdict(approval.call),
+                    "message": self._message_index(approval.result),
+                }
+                for approval in self.approvals
+            ],
+            "guardrails": self.guardrails,
+            "shield_input": (
+                self.loop.shields.input if self.loop.shields and not self._input_checked else []
+            ),
+            "store": self.store,
+            "conversation": (
+                [self.conversation.conversation_id, self.conversation.version]
+                if self.conversation
+                else None
+            ),
+        }
+
+    def _message_index(self, message: ChatMessage) -> int:
+        return next(i for i, m in enumerate(self.loop.request.messages) if m is message)
 
     async def _announce(self) -> None:
         """The response's end on the bus, after its last event reached the caller. A response
@@ -287,6 +434,8 @@ class ResponseRun:
 
     def _on(self, event: L.LoopEvent) -> Iterator[StreamEvent]:
         """The stream events one loop event means: items opened, written and closed."""
+        if isinstance(event, L.ShieldChecked) and event.source == "input":
+            self._input_checked = True
         match event:
             case L.ModelCallStarted():
                 self._calls = {}
@@ -623,11 +772,17 @@ class ResponseRun:
         self.response.status = status
         self.response.error = error
         self.response.completed_at = int(time.time()) if status == "completed" else None
-        if self.store:
+        if self.store or self.control is not None:  # a background response is kept to be polled
+            await self._landed()
             try:
-                await self.storage.save(
-                    self.tenant, self.response, self._conversation(), self._appended()
-                )
+                if self.control is not None:
+                    await self.control.save(self.response, self._conversation(), self._appended())
+                else:
+                    await self.storage.save(
+                        self.tenant, self.response, self._conversation(), self._appended()
+                    )
+            except RunLost:
+                raise
             except Exception as err:
                 if status_of(err) not in (409, 404, 413, 503):
                     raise
@@ -639,11 +794,25 @@ class ResponseRun:
                 self.response.status = status = "failed"
                 self.response.error = error
                 self.response.completed_at = None
-        kind = {"completed": ResponseCompleted, "incomplete": ResponseIncomplete}.get(
-            status, ResponseFailed
-        )
+        status = self.response.status  # a cancel may have won the race to the end
+        kind = {
+            "completed": ResponseCompleted,
+            "incomplete": ResponseIncomplete,
+            "cancelled": ResponseCancelled,
+        }.get(status, ResponseFailed)
         metrics.count(f"Responses{status.capitalize()}")
         return self._event(kind, response=self._public())
+
+    async def _landed(self) -> None:
+        """The running response's write is done before its end is written (else it could land
+        last); its failure only hid the response while it ran."""
+        task, self._began = self._began, None
+        if task is None:
+            return
+        try:
+            await task
+        except Exception:
+            logger.exception("could not record running response", extra={"id": self.response.id})
 
     def _conversation(self) -> list[dict[str, Any]]:
         """The stored CONTEXT: the conversation through this response's input, then what the
@@ -695,8 +864,6 @@ class ResponsesEngine:
         self.shields = shields  # None: `guardrails` are refused
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
-        if body.background:
-            raise InvalidRequest("background responses are not available yet; omit background")
         specs, mcp, server_tools, kinds = await self._tools(body)
         conversation = await self._in_conversation(tenant, body)
         previous: list[ChatMessage] = conversation[1] if conversation is not None else []
@@ -753,7 +920,7 @@ class ResponsesEngine:
             L.Tools(client=None, server=server_tools),
             max_iterations=body.max_infer_iters or 10,
             limits=limits,
-            stream=bool(body.stream),
+            stream=bool(body.stream or body.background),  # a background run may be followed
             new_call_id=lambda: _id("call"),
             shields=shields,
         )
@@ -770,7 +937,113 @@ class ResponsesEngine:
             server_calls=kinds,
             publisher=self.publisher,
             conversation=conversation[0] if conversation is not None else None,
+            guardrails=guardrails,
         )
+
+    async def restore(
+        self,
+        tenant: str,
+        state: dict[str, Any],
+        credentials: dict[str, dict[str, Any]],
+        control: RunControl,
+        run_seconds: float | None = None,
+    ) -> ResponseRun:
+        """A run rebuilt from its stored `state()`, to go on under `control`. `credentials`:
+        each MCP server's `headers` and `authorization` by label (never stored with the
+        state); `run_seconds`: what is left of this invocation for the run."""
+        response = OpenAIResponseObjectWithInput.model_validate(state["response"])
+        servers: dict[str, _McpServer] = {}
+        for tool in response.tools:
+            if isinstance(tool, OpenAIResponseInputToolMCP):
+                secret = credentials.get(tool.server_label, {})
+                config = tool.model_copy(
+                    update={
+                        "headers": secret.get("headers"),
+                        "authorization": secret.get("authorization"),
+                    }
+                )
+                servers[tool.server_label] = _McpServer(config, _endpoint(config))
+        kinds = {
+            name: _ServerCall(kind, servers.get(label) if label else None)
+            for name, (kind, label) in state["kinds"].items()
+        }
+        server_tools: dict[str, Any] = {}
+        for name, call in kinds.items():
+            if call.kind == "web_search":
+                server_tools[name] = self.tools.web_search()[1]
+            elif call.kind == "mcp" and call.server is not None:
+                server_tools[name] = self.tools.mcp_tool(call.server.endpoint, name)
+        provider, _ = self.models.resolve(response.model)
+        messages = [ChatMessage.from_dict(m) for m in state["messages"]]
+        response_format = state["response_format"]
+        request = ChatRequest(
+            model=state["model"],
+            messages=messages,
+            tools=[ToolSpec(**spec) for spec in state["tools"]],
+            tool_choice=state["tool_choice"],
+            response_format=(
+                JsonSchemaResponseFormat.model_validate(response_format)
+                if response_format
+                else None
+            ),
+            options=ModelOptions(**state["options"]),
+        )
+        guardrails = state["guardrails"]
+        shields = await shields_for(
+            self.shields, tenant, guardrails, guardrails, state["shield_input"]
+        )
+        limits = dataclasses.replace(self.limits, max_tool_calls=state["max_tool_calls"])
+        if run_seconds is not None:
+            limits = dataclasses.replace(limits, run_seconds=min(limits.run_seconds, run_seconds))
+        loop = L.AgentLoop(
+            provider,
+            request,
+            L.Tools(client=None, server=server_tools),
+            max_iterations=state["max_iterations"],
+            iterations=state["iterations"],
+            tool_calls=state["tool_calls"],
+            limits=limits,
+            stream=state["stream"],
+            new_call_id=lambda: _id("call"),
+            shields=shields,
+            should_suspend=control.should_suspend,
+        )
+        base, system = state["base"], state["system"]
+        approvals = [
+            _Approval(
+                OpenAIResponseMCPApprovalResponse.model_validate(a["answer"]),
+                ChatToolCall(**a["call"]),
+                messages[a["message"]],
+            )
+            for a in state["approvals"]
+        ]
+        conversation = state["conversation"]
+        run = ResponseRun(
+            storage=self.storage,
+            tenant=tenant,
+            response=response,
+            context=messages[system:base],  # the same messages, as the run built them
+            loop=loop,
+            store=state["store"],
+            tools=self.tools,
+            mcp=[servers[label] for label in state["pending_mcp"]],
+            approvals=approvals,
+            server_calls=kinds,
+            publisher=self.publisher,
+            conversation=ConversationAppend(*conversation) if conversation else None,
+            control=control,
+            guardrails=guardrails,
+        )
+        run.resumed = state["sequence"] > 0
+        run._base = base
+        run._sequence = state["sequence"]
+        run._usage = Usage(**state["usage"]) if state["usage"] else None
+        run._last_finish = state["last_finish"]
+        run._items = {call_id: response.output[i] for call_id, i in state["items"].items()}
+        if state["reply_message"] is not None:
+            run._reply_message = response.output[state["reply_message"]]
+        run._input_checked = not state["shield_input"]
+        return run
 
     async def _in_conversation(
         self, tenant: str, body: CreateOpenaiResponseRequest

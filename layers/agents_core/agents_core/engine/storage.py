@@ -87,6 +87,13 @@ class TurnStorage(Protocol):
 
 
 class ResponseStorage(Protocol):
+    async def begin(
+        self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
+    ) -> None:
+        """Make a starting response readable (`in_progress`) until its end is saved; past
+        `lease_until` without an end it reads failed (its process ended)."""
+        ...
+
     async def context(self, tenant: str, response_id: str) -> list[StoredMessage]:
         """The conversation through a stored response (NotFound)."""
         ...

@@ -20,6 +20,7 @@ class Services:
     dynamodb: Any = None
     events_client: Any = None  # EventBridge; created at the first publish unless given
     bedrock_client: Any = None  # bedrock-runtime for guardrails; created at first use unless given
+    sqs_client: Any = None  # for the background queue; created at first use unless given
 
     @cached_property
     def agents(self):
@@ -46,7 +47,11 @@ class Services:
         """Responses API records (only the responses function needs them)."""
         from ..store.responses import ResponseStore
 
-        return ResponseStore(self.dynamodb, self.settings.table_name)
+        return ResponseStore(
+            self.dynamodb,
+            self.settings.table_name,
+            unstored_seconds=self.settings.background_unstored_seconds,
+        )
 
     @cached_property
     def conversations(self):
@@ -163,6 +168,13 @@ class Services:
             shields=_OnFirstUse(lambda: self.safety),
             publisher=self.publisher,
         )
+
+    @cached_property
+    def background(self):
+        """Background responses: queued here, run by the background worker."""
+        from .background import BackgroundRuns
+
+        return BackgroundRuns(self)
 
     @cached_property
     def tool_runtime(self):

@@ -110,6 +110,11 @@ class DynamoResponseStorage:
         self._responses = responses
         self._conversations = conversations
 
+    async def begin(
+        self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
+    ) -> None:
+        await asyncio.to_thread(self._responses.begin, tenant, response, lease_until)
+
     async def context(self, tenant: str, response_id: str) -> list[Any]:
         return await asyncio.to_thread(self._responses.context, tenant, response_id)
 

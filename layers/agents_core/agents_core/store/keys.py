@@ -9,6 +9,8 @@ AGENT = "AGENT"
 SESSION = "SESSION"
 RESPONSE = "RESPONSE"
 CONTEXT = "CONTEXT"  # a response's conversation through it
+RUN = "RUN"  # a background response's run, while it runs
+RUN_STATE_PREFIX = "RUNSTATE#"  # its state records: RUNSTATE#{owner}#{version}
 SHIELD_PREFIX = "SHIELD#"
 
 SESSION_REF_PREFIX = "SESSION#"

@@ -5,54 +5,371 @@ input, indexed by creation in GSI1 and by model in GSI2) and `CONTEXT` (the whol
 through this response as chat messages, so chaining with `previous_response_id` reads one record
 however long the chain). Both are written in parts when large; response ids are time-ordered,
 so index order is creation order.
+
+A response is stored when it starts (`in_progress`, or `queued` in the background) and again
+when it ends. The head's `status` attribute is authoritative over the body's: a cancel sets it
+alone, and a running response whose `lease_until` has passed (its process ended without
+writing its end) reads `failed`. A background response also has a `RUN` record while it runs:
+the token its queue messages must carry, the invocation that owns it (`owner`, until
+`lease_until`) and its last state, inline or in parts of its own (`RUNSTATE#...`).
 """
 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
 from typing import Any
 
-from ..api.responses import OpenAIResponseObjectWithInput
-from ..errors import NotFound
+from botocore.exceptions import ClientError
+
+from ..api.responses import OpenAIResponseError, OpenAIResponseObjectWithInput
+from ..errors import InvalidRequest, NotFound
 from . import keys
-from .items import encode, json_body
-from .table import Table, key
+from .items import decode, encode, json_body
+from .schema import TTL_ATTRIBUTE as TTL
+from .table import Table, condition_failed, expired, key
+
+RUNNING = ("queued", "in_progress")
+#: What a response whose process ended before its end was written reads as.
+LOST_ERROR = OpenAIResponseError(
+    code="server_error", message="The response stopped before it finished (its process ended)"
+)
+
+
+@dataclass
+class RunRecord:
+    """A background response's run as its worker reads it."""
+
+    token: str
+    status: str  # the head's
+    owner: str | None
+    lease_until: float
+    state: dict[str, Any] | None
+    state_sk: str | None
+
+
+class RunBusy(Exception):
+    """Another invocation holds the run's lease: try again later."""
+
+
+class RunGone(Exception):
+    """This invocation no longer owns the run."""
 
 
 class ResponseStore:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: Any, table_name: str, unstored_seconds: int = 3600) -> None:
         self._t = Table(client, table_name)
+        #: How long a background response with `store: false` stays readable for polling.
+        self.unstored_seconds = unstored_seconds
 
     def save(
-        self, tenant: str, response: OpenAIResponseObjectWithInput, context: list[dict[str, Any]]
+        self,
+        tenant: str,
+        response: OpenAIResponseObjectWithInput,
+        context: list[dict[str, Any]],
+        owner: str | None = None,
     ) -> None:
-        parts, heads = self.writes(tenant, response, context)
+        parts, heads = self.writes(tenant, response, context, owner)
         if parts:
             self._t.put_all(parts)
-        self._t.client.transact_write_items(TransactItems=heads)
+        try:
+            self._t.client.transact_write_items(TransactItems=heads)
+        except ClientError as err:
+            if owner is not None and _cancelled_transaction(err):
+                raise RunGone(response.id) from err
+            raise
 
     def writes(
-        self, tenant: str, response: OpenAIResponseObjectWithInput, context: list[dict[str, Any]]
+        self,
+        tenant: str,
+        response: OpenAIResponseObjectWithInput,
+        context: list[dict[str, Any]],
+        owner: str | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(parts to write first, the transaction's Puts): a response's records, for `save`
-        or for a transaction that also appends to its conversation."""
+        """(parts to write first, the transaction's actions): a response's records, for `save`
+        or for a transaction that also appends to its conversation. With `owner` (a background
+        run's end): only while that invocation owns the run, whose RUN record goes. A response
+        not stored (`store: false`, kept for polling) has no CONTEXT and is in no index."""
         pk = keys.response_pk(tenant, response.id)
-        indexes = {
+        extra = self._head_attributes(tenant, response)
+        head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, extra)
+        items = [head]
+        if response.store:
+            context_head, *context_parts = encode(
+                key(pk, keys.CONTEXT), {"context": json.dumps(context)}
+            )
+            items.append(context_head)
+            parts += context_parts
+        actions = [{"Put": {"TableName": self._t.name, "Item": item}} for item in items]
+        if owner is not None:
+            actions.append(
+                {
+                    "Delete": {
+                        "TableName": self._t.name,
+                        "Key": key(pk, keys.RUN),
+                        "ConditionExpression": "#owner = :owner",
+                        "ExpressionAttributeNames": {"#owner": "owner"},
+                        "ExpressionAttributeValues": {":owner": {"S": owner}},
+                    }
+                }
+            )
+        return parts, actions
+
+    def _head_attributes(
+        self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float = 0
+    ) -> dict[str, Any]:
+        attrs: dict[str, Any] = {"status": {"S": response.status}}
+        if lease_until:
+            attrs["lease_until"] = {"N": str(int(lease_until))}
+        if response.background:
+            attrs["background"] = {"BOOL": True}
+        if not response.store:  # a background response kept only for polling, then gone
+            attrs[TTL] = {"N": str(int(time.time()) + self.unstored_seconds)}
+            return attrs
+        return attrs | {
             "GSI1PK": {"S": keys.responses_gsi1pk(tenant)},
             "GSI1SK": {"S": response.id},
             "GSI2PK": {"S": keys.responses_by_model_gsi2pk(tenant, response.model)},
             "GSI2SK": {"S": response.id},
         }
-        head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, indexes)
-        context_head, *context_parts = encode(
-            key(pk, keys.CONTEXT), {"context": json.dumps(context)}
+
+    def begin(
+        self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
+    ) -> None:
+        """The response, readable while it runs (`in_progress` until `lease_until`)."""
+        pk = keys.response_pk(tenant, response.id)
+        attrs = self._head_attributes(tenant, response, lease_until)
+        head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, attrs)
+        if parts:
+            self._t.put_all(parts)
+        self._t.put_if(head, "attribute_not_exists(PK)")
+
+    # --- background runs ---------------------------------------------------------------------
+
+    def queue(
+        self,
+        tenant: str,
+        response: OpenAIResponseObjectWithInput,
+        state: dict[str, Any],
+        token: str,
+    ) -> None:
+        """A background response, `queued`, and its run: its first state and its token."""
+        pk = keys.response_pk(tenant, response.id)
+        attrs = self._head_attributes(tenant, response)
+        head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, attrs)
+        state_items = self._state_items(pk, "queue", 0, state)
+        self._t.put_all(parts + state_items)
+        run = {**key(pk, keys.RUN), "token": {"S": token}, "state_sk": state_items[0]["SK"]}
+        if response.store is False:
+            run[TTL] = head[TTL]
+        self._t.client.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": self._t.name, "Item": head}},
+                {"Put": {"TableName": self._t.name, "Item": run}},
+            ]
         )
-        puts = [{"Put": {"TableName": self._t.name, "Item": item}} for item in (head, context_head)]
-        return parts + context_parts, puts
+
+    def run(self, tenant: str, response_id: str) -> RunRecord | None:
+        """The run of a background response (None once it ended), with its head's status."""
+        pk = keys.response_pk(tenant, response_id)
+        run, head = self._t.get_many((pk, keys.RUN), (pk, keys.RESPONSE))
+        if run is None or head is None:
+            return None
+        state_sk = run["state_sk"]["S"] if "state_sk" in run else None
+        attrs = self._t.record(pk, state_sk) if state_sk else None
+        return RunRecord(
+            token=run["token"]["S"],
+            status=head["status"]["S"] if "status" in head else "completed",
+            owner=run["owner"]["S"] if "owner" in run else None,
+            lease_until=float(run["lease_until"]["N"]) if "lease_until" in run else 0.0,
+            state=json.loads(attrs["state"]) if attrs else None,
+            state_sk=state_sk,
+        )
+
+    def take(
+        self,
+        tenant: str,
+        response_id: str,
+        token: str,
+        owner: str,
+        lease_until: float,
+        status: str = "queued",
+    ) -> None:
+        """Make `owner` the run's invocation until `lease_until`: the run must be free (never
+        taken, its lease ran out, or released) and the response still `status` as read
+        (queued or in progress: it becomes in progress; cancelled: it stays so, to be ended).
+        RunBusy when another invocation holds it or the status moved."""
+        pk = keys.response_pk(tenant, response_id)
+        now = str(int(time.time()))
+        becomes = "cancelled" if status == "cancelled" else "in_progress"
+        try:
+            self._t.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self._t.name,
+                            "Key": key(pk, keys.RUN),
+                            "UpdateExpression": "SET #owner = :owner, lease_until = :until",
+                            "ConditionExpression": "#token = :token AND (attribute_not_exists"
+                            "(#owner) OR lease_until < :now OR #owner = :owner)",
+                            "ExpressionAttributeNames": {"#owner": "owner", "#token": "token"},
+                            "ExpressionAttributeValues": {
+                                ":owner": {"S": owner},
+                                ":token": {"S": token},
+                                ":until": {"N": str(int(lease_until))},
+                                ":now": {"N": now},
+                            },
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._t.name,
+                            "Key": key(pk, keys.RESPONSE),
+                            "UpdateExpression": "SET #status = :becomes, lease_until = :until",
+                            "ConditionExpression": "#status = :was",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": {
+                                ":was": {"S": status},
+                                ":becomes": {"S": becomes},
+                                ":until": {"N": str(int(lease_until))},
+                            },
+                        }
+                    },
+                ]
+            )
+        except ClientError as err:
+            if _cancelled_transaction(err):
+                raise RunBusy(response_id) from err
+            raise
+
+    def checkpoint(
+        self, tenant: str, response_id: str, owner: str, version: int, state: dict[str, Any]
+    ) -> None:
+        """Store the run's state while `owner` owns it (RunGone otherwise, and nothing is
+        kept); the previous state's items go."""
+        pk = keys.response_pk(tenant, response_id)
+        items = self._state_items(pk, owner, version, state)
+        self._t.put_all(items)
+        new_sk = items[0]["SK"]["S"]
+        try:
+            old = self._t.client.update_item(
+                TableName=self._t.name,
+                Key=key(pk, keys.RUN),
+                UpdateExpression="SET state_sk = :sk",
+                ConditionExpression="#owner = :owner",
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={":sk": {"S": new_sk}, ":owner": {"S": owner}},
+                ReturnValues="UPDATED_OLD",
+            )
+        except ClientError as err:
+            self._t.delete_all([key(pk, item["SK"]["S"]) for item in items])
+            if condition_failed(err):
+                raise RunGone(response_id) from err
+            raise
+        previous = old.get("Attributes", {}).get("state_sk", {}).get("S")
+        if previous and previous != new_sk:
+            self._t.delete_all(self._record_keys(pk, previous))
+
+    def release(self, tenant: str, response_id: str, owner: str) -> None:
+        """Free the run for its next invocation (a continuation takes it at once)."""
+        self._t.update_if(
+            key(keys.response_pk(tenant, response_id), keys.RUN),
+            "SET lease_until = :zero",
+            "#owner = :owner",
+            {":zero": {"N": "0"}, ":owner": {"S": owner}},
+            names={"#owner": "owner"},
+        )
+
+    def cancel_unsent(self, tenant: str, response_id: str) -> None:
+        """A background response whose message could not be sent: failed, its run gone."""
+        pk = keys.response_pk(tenant, response_id)
+        self._t.delete_all([key(pk, keys.RUN)])
+        self._t.update_if(
+            key(pk, keys.RESPONSE),
+            "SET #status = :failed",
+            "#status = :queued",
+            {":failed": {"S": "failed"}, ":queued": {"S": "queued"}},
+            names={"#status": "status"},
+        )
+
+    def status(self, tenant: str, response_id: str) -> str | None:
+        """The head's status alone (a cheap read for a running worker); None when gone."""
+        item = self._t.client.get_item(
+            TableName=self._t.name,
+            Key=key(keys.response_pk(tenant, response_id), keys.RESPONSE),
+            ProjectionExpression="#status",
+            ExpressionAttributeNames={"#status": "status"},
+            ConsistentRead=True,
+        ).get("Item")
+        return item["status"]["S"] if item and "status" in item else None
+
+    def cancel(self, tenant: str, response_id: str) -> OpenAIResponseObjectWithInput:
+        """Cancel a background response: a queued one never starts, a running one stops at its
+        next event boundary (its worker writes what it produced). Cancelling a cancelled or
+        finished response changes nothing; a response not created in the background is 400."""
+        pk = keys.response_pk(tenant, response_id)
+        for _ in range(3):  # a queued response may start meanwhile: read again
+            current = self.get(tenant, response_id)
+            if not current.background:
+                raise InvalidRequest("Only responses created with background=true can be cancelled")
+            if current.status not in RUNNING:
+                return current
+            actions: list[dict[str, Any]] = [
+                {
+                    "Update": {
+                        "TableName": self._t.name,
+                        "Key": key(pk, keys.RESPONSE),
+                        "UpdateExpression": "SET #status = :cancelled",
+                        "ConditionExpression": "#status = :was",
+                        "ExpressionAttributeNames": {"#status": "status"},
+                        "ExpressionAttributeValues": {
+                            ":cancelled": {"S": "cancelled"},
+                            ":was": {"S": current.status},
+                        },
+                    }
+                }
+            ]
+            if current.status == "queued":  # it never runs: its run goes with it
+                actions.append({"Delete": {"TableName": self._t.name, "Key": key(pk, keys.RUN)}})
+            try:
+                self._t.client.transact_write_items(TransactItems=actions)
+            except ClientError as err:
+                if _cancelled_transaction(err):
+                    continue
+                raise
+            return self.get(tenant, response_id)
+        return self.get(tenant, response_id)
+
+    def _state_items(
+        self, pk: str, owner: str, version: int, state: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        sk = f"{keys.RUN_STATE_PREFIX}{owner}#{version:06d}"
+        return encode(key(pk, sk), {"state": json.dumps(state)})
+
+    def _record_keys(self, pk: str, sk: str) -> list[dict[str, Any]]:
+        found = self._t.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
+                "ExpressionAttributeValues": {":pk": {"S": pk}, ":sk": {"S": sk}},
+                "ProjectionExpression": "PK, SK",
+            }
+        )
+        return [key(pk, item["SK"]["S"]) for item in found]
 
     def get(self, tenant: str, response_id: str) -> OpenAIResponseObjectWithInput:
-        items = self._records(tenant, response_id, keys.RESPONSE)
-        return OpenAIResponseObjectWithInput.model_validate_json(items["body"])
+        pk = keys.response_pk(tenant, response_id)
+        items = self._t.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
+                "ExpressionAttributeValues": {":pk": {"S": pk}, ":sk": {"S": keys.RESPONSE}},
+                "ConsistentRead": True,
+            }
+        )
+        for head, attrs in decode(items):
+            if head["SK"]["S"] == keys.RESPONSE and not expired(head):
+                return _present(head, attrs["body"])
+        raise NotFound(f"Response {response_id} not found")
 
     def context(self, tenant: str, response_id: str) -> list[dict[str, Any]]:
         return json.loads(self._records(tenant, response_id, keys.CONTEXT)["context"])
@@ -85,7 +402,7 @@ class ResponseStore:
                 body = self._records_at(head["PK"]["S"], keys.RESPONSE)["body"]
             else:
                 body = head["body"]["S"]
-            out.append(OpenAIResponseObjectWithInput.model_validate_json(body))
+            out.append(_present(head, body))
         return out, len(heads) > limit
 
     def delete(self, tenant: str, response_id: str) -> None:
@@ -113,3 +430,23 @@ class ResponseStore:
         if attrs is None:
             raise NotFound(f"Response {response_id or pk} not found")
         return attrs
+
+
+def _present(head: dict[str, Any], body: str) -> OpenAIResponseObjectWithInput:
+    """The response as readers see it: the head's status wins over the body's, and a response
+    run in a caller's request whose lease passed (its process ended) is failed. A background
+    response's fate is its queue's: a redelivered message carries it on."""
+    response = OpenAIResponseObjectWithInput.model_validate_json(body)
+    if "status" in head:
+        response.status = head["status"]["S"]
+    lease = int(head["lease_until"]["N"]) if "lease_until" in head else 0
+    if response.status == "in_progress" and not response.background and 0 < lease < time.time():
+        response.status, response.error = "failed", LOST_ERROR
+    return response
+
+
+def _cancelled_transaction(err: ClientError) -> bool:
+    return err.response["Error"]["Code"] in (
+        "TransactionCanceledException",
+        "ConditionalCheckFailedException",
+    )

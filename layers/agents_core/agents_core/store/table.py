@@ -55,7 +55,12 @@ class Table:
         )
 
     def update_if(
-        self, item_key: dict[str, Any], update: str, condition: str, values: dict[str, Any]
+        self,
+        item_key: dict[str, Any],
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
     ) -> bool:
         """A conditional UpdateItem; False, with nothing written, when the condition fails."""
         try:
@@ -65,6 +70,7 @@ class Table:
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 **({"ExpressionAttributeValues": values} if values else {}),  # none: not even {}
+                **({"ExpressionAttributeNames": names} if names else {}),
             )
         except ClientError as err:
             if not condition_failed(err):

@@ -26,6 +26,9 @@ router = APIRouter(prefix="/v1/openai/v1/responses", tags=["Responses"])
 
 @router.post("", responses={200: {"model": OpenAIResponseObject}})
 async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc: Svc) -> Response:
+    if body.background:  # answered at once, `queued`; the background worker runs it
+        queued = await svc.background.submit(tenant, body)
+        return json_response(queued)
     run = await svc.responses_engine.start(tenant, body)
     if run.stream:
         return sse_response(run.events(), _frame)
@@ -62,6 +65,17 @@ def list_responses(
 def get_response(response_id: ResponseId, tenant: Tenant, svc: Svc) -> Response:
     stored = svc.responses.get(tenant, response_id)
     return json_response(OpenAIResponseObject.model_validate(stored.model_dump(exclude={"input"})))
+
+
+@router.post("/{response_id}/cancel", responses={200: {"model": OpenAIResponseObject}})
+def cancel_response(response_id: ResponseId, tenant: Tenant, svc: Svc) -> Response:
+    """Cancel a background response: queued, it never runs; running, it stops at its next
+    event boundary and keeps what it produced. A finished one is answered as it is; a
+    response not created with `background: true` is a 400."""
+    cancelled = svc.responses.cancel(tenant, response_id)
+    return json_response(
+        OpenAIResponseObject.model_validate(cancelled.model_dump(exclude={"input"}))
+    )
 
 
 @router.get("/{response_id}/input_items", responses={200: {"model": ListOpenAIResponseInputItem}})
