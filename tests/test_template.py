@@ -145,7 +145,7 @@ def test_web_adapter_functions_stream_only_for_api_gateway():
             assert kinds == {"Api"}, name
             for event in events.values():
                 assert event["Properties"]["ResponseTransferMode"] == "RESPONSE_STREAM", name
-        if "SQS" in kinds:
+        if "SQS" in kinds and resource["Properties"]["Handler"] == "run.sh":  # the Web Adapter's
             assert env["AWS_LWA_INVOKE_MODE"] == "buffered", name
             assert env["AWS_LWA_PASS_THROUGH_PATH"] == "/events", name
 
@@ -170,7 +170,7 @@ def test_the_model_api_key_is_read_from_its_secret_never_passed_in_the_environme
             assert [s["Resource"] for s in reads] == [secret_arn], name
         else:
             assert not reads, name
-    assert callers == 4
+    assert callers == 5
 
 
 def test_every_function_logs_to_a_group_with_the_retention_parameter():
@@ -203,7 +203,10 @@ def test_alarms_watch_the_dead_letter_queue_and_each_functions_errors_and_thrott
         for a in alarms
         if a["AlarmActions"] == ["!Ref AlarmTopic"]
     }
-    expected = {("ApproximateNumberOfMessagesVisible", "!GetAtt ResumeDeadLetterQueue.QueueName")}
+    expected = {
+        ("ApproximateNumberOfMessagesVisible", f"!GetAtt {queue}.QueueName")
+        for queue in ("ResumeDeadLetterQueue", "BackgroundDeadLetterQueue")
+    }
     expected |= {
         (metric, f"!Ref {name}")
         for name in functions(resources)
@@ -221,6 +224,7 @@ _RESPONSES = {
     ("/{response_id}", "get"),
     ("/{response_id}", "delete"),
     ("/{response_id}/input_items", "get"),
+    ("/{response_id}/cancel", "post"),
 }
 _CONVERSATIONS = {
     ("", "post"),
@@ -456,7 +460,7 @@ def test_bedrock_access_is_limited_to_the_listed_models_in_this_region_or_its_pr
             # no `*` model: the resources are built from the parameter's ids
             resource = json.dumps(statement["Resource"])
             assert "BedrockModelIds" in resource and 'foundation-model/*"' not in resource
-    assert callers == 4
+    assert callers == 5
 
 
 def test_the_bedrock_resources_expand_to_one_arn_per_listed_model():

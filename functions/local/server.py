@@ -226,6 +226,7 @@ def build_local_app():
     from agents_core import aws
     from agents_core.lifecycle import ensure_event_bus
     from agents_core.services import build_services
+    from agents_core.services.background import BackgroundWorker
     from agents_core.services.resume_queue import (
         ResumeQueueWorker,
         ensure_resume_queue,
@@ -276,10 +277,17 @@ def build_local_app():
         create_table_if_missing(client, settings.table_name)
         sqs = aws.client("sqs", read_timeout=10)
         queue_url = ensure_resume_queue(sqs, settings.resume_queue_name)
+        background_url = ensure_resume_queue(
+            sqs,
+            settings.background_queue_name,
+            visibility_seconds=int(settings.background_invocation_seconds) + 30,
+        )
+        settings = replace(settings, background_queue_url=background_url)
         ensure_event_bus(aws.client("events"), settings.event_bus_name)
     except (BotoCoreError, ClientError) as err:
         raise _aws_failure(endpoint, err) from None
     services = build_services(settings, client)
+    services.sqs_client = sqs
 
     snapshot = TableSnapshot(client, settings.table_name, data_dir) if data_dir else None
     if snapshot:
@@ -292,11 +300,17 @@ def build_local_app():
 
     @asynccontextmanager
     async def lifespan(_app):
-        poller = asyncio.create_task(poll_forever(sqs, queue_url, ResumeQueueWorker(services)))
+        pollers = [
+            asyncio.create_task(poll_forever(sqs, queue_url, ResumeQueueWorker(services))),
+            asyncio.create_task(
+                poll_forever(sqs, background_url, BackgroundWorker(services), batch_size=1)
+            ),
+        ]
         yield
-        poller.cancel()  # and wait for it, so it makes no call once the server's threads are gone
-        with contextlib.suppress(asyncio.CancelledError):
-            await poller
+        for poller in pollers:  # and wait for them: no call once the server's threads are gone
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
         if snapshot:
             saved = await asyncio.to_thread(snapshot.save)
             print(f"saved {saved} items to {snapshot.path}", flush=True)
@@ -311,6 +325,7 @@ def build_local_app():
             "region": region,
             "table_name": settings.table_name,
             "resume_queue_url": queue_url,
+            "background_queue_url": background_url,
             "event_bus_name": settings.event_bus_name,
         }
 
@@ -335,7 +350,8 @@ def build_local_app():
     )
     description = (
         f"{auth} | AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
-        f" | queue {settings.resume_queue_name} (polled here) | bus {settings.event_bus_name}"
+        f" | queues {settings.resume_queue_name}, {settings.background_queue_name} (polled here)"
+        f" | bus {settings.event_bus_name}"
         f" | {data} | {services.models.describe()}, {_bedrock_note(embedded)}"
         f" | {_web_search_note(settings.web_search_provider)}"
         f" | callers' URLs may also reach {', '.join(settings.outbound_allow) or 'nothing private'}"

@@ -79,6 +79,7 @@ class Settings:
     max_read_bytes: int = 6 * 1024 * 1024 - 64 * 1024
     #: The queue of background responses (`background: true`) and their continuations.
     background_queue_name: str = "serverless-agents-background"
+    background_queue_url: str | None = None  # the stack's; found by name when unset
     #: A background run stops at a step boundary when less than this is left of its invocation,
     #: and goes on in a new one (a model call and its tools must fit in it).
     background_suspend_margin_seconds: float = 330.0
@@ -152,6 +153,7 @@ class Settings:
             background_queue_name=os.environ.get(
                 "BACKGROUND_QUEUE_NAME", cls.background_queue_name
             ),
+            background_queue_url=os.environ.get("BACKGROUND_QUEUE_URL") or None,
             background_suspend_margin_seconds=float(
                 os.environ.get(
                     "BACKGROUND_SUSPEND_MARGIN_SECONDS", cls.background_suspend_margin_seconds

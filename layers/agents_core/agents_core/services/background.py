@@ -98,6 +98,8 @@ class BackgroundRuns:
     @property
     def queue_url(self) -> str:
         if self._queue_url is None:
+            self._queue_url = self.services.settings.background_queue_url
+        if self._queue_url is None:
             name = self.services.settings.background_queue_name
             self._queue_url = self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
         return self._queue_url

@@ -149,16 +149,20 @@ def _status(turn: Any) -> str:
     return "awaiting_input" if turn.output_message.tool_calls else "completed"
 
 
-def ensure_resume_queue(sqs: Any, name: str, max_receive_count: int = 5) -> str:
+def ensure_resume_queue(
+    sqs: Any, name: str, max_receive_count: int = 5, visibility_seconds: int = 30
+) -> str:
     """Create the queue and its dead-letter queue (redrive after `max_receive_count`) if missing;
-    the queue's URL. For local runs: template.yaml declares the same pair."""
+    the queue's URL. For local runs: template.yaml declares the same pairs (the resume queue's,
+    the background queue's)."""
     dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
     redrive = f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": "{max_receive_count}"}}'
     return sqs.create_queue(
-        QueueName=name, Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "30"}
+        QueueName=name,
+        Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": str(visibility_seconds)},
     )["QueueUrl"]
 
 
@@ -190,7 +194,7 @@ def lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str
     }
 
 
-async def poll_forever(sqs: Any, queue_url: str, worker: ResumeQueueWorker) -> None:
+async def poll_forever(sqs: Any, queue_url: str, worker: Any, batch_size: int = 10) -> None:
     """What Lambda's event source mapping does, for local runs: receive batches, hand them to
     the worker, delete what succeeded; failures become visible again and are retried (and
     redriven to the DLQ after the queue's maxReceiveCount)."""
@@ -203,7 +207,7 @@ async def poll_forever(sqs: Any, queue_url: str, worker: ResumeQueueWorker) -> N
             resp = await asyncio.to_thread(
                 sqs.receive_message,
                 QueueUrl=queue_url,
-                MaxNumberOfMessages=10,
+                MaxNumberOfMessages=batch_size,
                 WaitTimeSeconds=1,
                 MessageAttributeNames=["All"],
                 AttributeNames=["All"],
@@ -223,5 +227,5 @@ async def poll_forever(sqs: Any, queue_url: str, worker: ResumeQueueWorker) -> N
         except asyncio.CancelledError:
             raise
         except Exception:
-            logger.exception("resume queue poll failed")
+            logger.exception("queue poll failed", extra={"queue_url": queue_url})
             await asyncio.sleep(1)
