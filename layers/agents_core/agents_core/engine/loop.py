@@ -273,6 +273,11 @@ class AgentLoop:
                 if checked.violation is not None:
                     yield Finished("blocked", checked.violation)
                     return
+            last = self.request.messages[-1] if self.request.messages else None
+            if self.iterations and last and last.role == "assistant" and not last.tool_calls:
+                async for event in self._answered(last.content):  # stopped right after it
+                    yield event
+                return
             unanswered = self._unanswered_here()
             if unanswered:
                 async for event in self._run_tools(ToolsStarted(new_id(), now(), unanswered)):
@@ -294,14 +299,8 @@ class AgentLoop:
                         reply = event
                 assert reply is not None
                 if not reply.tool_calls:
-                    if self.shields is not None and self.shields.output and reply.text:
-                        answer = [{"role": "assistant", "content": reply.text}]
-                        checked = await self._shield(answer, "output")
-                        yield checked
-                        if checked.violation is not None:
-                            yield Finished("blocked", checked.violation)
-                            return
-                    yield Finished("answered")
+                    async for event in self._answered(reply.text):
+                        yield event
                     return
                 if self.request.tool_choice != "none":
                     # A forced choice (`required`, a tool) holds for one reply, else every
@@ -321,6 +320,17 @@ class AgentLoop:
                     return
         except Exception as err:  # the model, a tool, or a bug: the face ends the run
             yield Failed(err)
+
+    async def _answered(self, text: str) -> AsyncIterator[LoopEvent]:
+        """The end of a run whose last reply called no tool: its answer through the output
+        shields, then Finished."""
+        if self.shields is not None and self.shields.output and text:
+            checked = await self._shield([{"role": "assistant", "content": text}], "output")
+            yield checked
+            if checked.violation is not None:
+                yield Finished("blocked", checked.violation)
+                return
+        yield Finished("answered")
 
     async def _call_model(self, run_deadline: float) -> AsyncIterator[LoopEvent]:
         step_id, started = new_id(), now()

@@ -431,6 +431,19 @@ class ResponseRun:
         yield from self._close_reasoning("incomplete")
         yield from self._close_text("incomplete")
         yield from self._close_call("incomplete")
+        for item in self._items.values():  # calls written but not run (or not done running)
+            if isinstance(item, OpenAIResponseOutputMessageMCPCall) and item.status in (
+                "in_progress",
+                "calling",
+            ):
+                item.status = "incomplete"
+            elif isinstance(item, OpenAIResponseOutputMessageWebSearchToolCall) and (
+                item.status in ("in_progress", "searching")
+            ):
+                item.status = "failed"
+            else:
+                continue
+            yield self._event(OutputItemDone, item=item, output_index=self._index(item))
 
     def _on(self, event: L.LoopEvent) -> Iterator[StreamEvent]:
         """The stream events one loop event means: items opened, written and closed."""
@@ -486,9 +499,8 @@ class ResponseRun:
             case L.ToolsStarted(calls=calls):
                 for call in calls:
                     yield from self._tool_started(call)
-            case L.ToolsRan(results=results):
-                for result in results:
-                    yield from self._tool_ran(result)
+            case L.ToolFinished(result=result):  # its item is done as soon as its result is
+                yield from self._tool_ran(result)
             case L.ModelReplied(finish=finish, usage=usage):
                 yield from self._close_reasoning()
                 yield from self._close_text()
