@@ -287,6 +287,9 @@ class MemoryResponseStorage:
     ) -> None:
         self.started[(tenant, response.id)] = _json(response)
 
+    async def abandon(self, tenant: str, response_id: str, error: Any) -> None:
+        self.started.pop((tenant, response_id), None)
+
     async def context(self, tenant: str, response_id: str) -> list[dict[str, Any]]:
         record = self.records.get((tenant, response_id))
         if record is None:

@@ -54,6 +54,7 @@ TURN = "{{turn_id}}"
 CALL = "{{call_id}}"
 TOKEN = "{{resume_token}}"
 AWAITING_QUEUE = "artifact-test-awaiting"
+BACKGROUND_QUEUE = "artifact-test-background"
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -129,6 +130,7 @@ def aws():
     events.create_event_bus(Name=BUS)
     # A tool worker's subscription: where a paused turn's resume token is learnt.
     sqs = session.client("sqs", endpoint_url=url)
+    sqs.create_queue(QueueName=BACKGROUND_QUEUE)
     queue = sqs.create_queue(QueueName=AWAITING_QUEUE)["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]
     pattern = {"detail-type": ["Turn Awaiting Input"]}
@@ -201,6 +203,7 @@ def functions(build, aws, model, tmp_path_factory):
             "PYTHONDONTWRITEBYTECODE": "1",  # /opt is read-only in Lambda
             "TABLE_NAME": TABLE,
             "EVENT_BUS_NAME": BUS,
+            "BACKGROUND_QUEUE_NAME": BACKGROUND_QUEUE,
             "POWERTOOLS_SERVICE_NAME": "serverless-agents",
         }
 
@@ -501,3 +504,76 @@ def test_the_built_authorizer_answers_api_gateways_events_from_the_table(build, 
         process.terminate()
         _, errors = process.communicate(timeout=10)
     assert b"Traceback" not in errors, errors.decode(errors="replace")[-3000:]
+
+
+def test_the_built_background_function_runs_a_queued_response_from_its_queue_message(
+    functions, build, aws, model
+):
+    """A background response created through the built responses function, its queue message
+    handed to the built background function (a plain handler) as Lambda's SQS poller hands it:
+    the response ends completed, readable through the responses function."""
+    from agents_core.services.resume_queue import lambda_sqs_event
+
+    built, runtime = build
+    _, urls, logs = functions
+    model.reset()
+    event = load_event("responses/create_response.json")
+    body = json.loads(event["body"])
+    event["body"] = json.dumps(
+        {**body, "model": "meta-llama/Llama-3.2-3B-Instruct", "background": True}
+    )
+    created = forward(urls["ResponsesFunction"], event)
+    assert created.status_code == 200 and created.json()["status"] == "queued", created.text
+    response_id = created.json()["id"]
+
+    sqs = boto3.client("sqs", endpoint_url=aws, region_name="us-east-1", **_keys())
+    queue = sqs.get_queue_url(QueueName=BACKGROUND_QUEUE)["QueueUrl"]
+    messages = sqs.receive_message(
+        QueueUrl=queue, MaxNumberOfMessages=1, MessageAttributeNames=["All"], WaitTimeSeconds=5
+    )["Messages"]
+    sqs_event = lambda_sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:bg", "us-east-1")
+    resources = template()["Resources"]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            str(Path(__file__).with_name("artifact_runtime.py")),
+            str(built["BackgroundFunction"]),
+            str(built["AgentsCoreLayer"] / "python"),
+            str(runtime),
+            resources["BackgroundFunction"]["Properties"]["Handler"],
+        ],
+        cwd=built["BackgroundFunction"],
+        env={
+            **CREDENTIALS,
+            "PATH": "/usr/bin:/bin",
+            "AWS_ENDPOINT_URL": aws,
+            "AWS_LAMBDA_FUNCTION_NAME": "BackgroundFunction",
+            "TABLE_NAME": TABLE,
+            "EVENT_BUS_NAME": BUS,
+            "BACKGROUND_QUEUE_NAME": BACKGROUND_QUEUE,
+            "OPENAI_BASE_URL": model.url,
+            "BACKGROUND_SUSPEND_MARGIN_SECONDS": "1",
+            "POWERTOOLS_SERVICE_NAME": "serverless-agents",
+        },
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        worker = BufferedFunction(process)
+        assert worker.read(timeout=STARTUP_SECONDS) == {"ready": True}
+        assert worker.invoke(sqs_event) == {"batchItemFailures": []}
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=10)
+    assert b"Traceback" not in errors, errors.decode(errors="replace")[-3000:]
+    read = forward(
+        urls["ResponsesFunction"],
+        load_event("responses/get_response.json", {"{{response_id}}": response_id}),
+    )
+    assert read.status_code == 200, f"{read.text}\n{_logs(logs)}"
+    assert read.json()["status"] == "completed", read.text
+    assert read.json()["output"][0]["content"][0]["text"].startswith("echo: ")

@@ -78,7 +78,7 @@ def test_another_tenants_conversation_is_404_everywhere(svc):
     assert [c["id"] for c in mine] == [conversation.id]
 
 
-def test_two_responses_racing_on_a_conversation_the_second_gets_409_and_stores_nothing(svc):
+def test_two_responses_racing_on_a_conversation_the_second_gets_409_and_adds_nothing(svc):
     conversation = svc.conversations.create("t", CreateConversationRequest())
     engine = svc.responses_engine
 
@@ -98,8 +98,10 @@ def test_two_responses_racing_on_a_conversation_the_second_gets_409_and_stores_n
     items, _ = svc.conversation_store.context("t", conversation.id)
     assert texts(items) == ["one", "You said: one"]
     assert items[1].id == won.output[0].id
+    loser = svc.responses.get("t", second.response.id)  # readable while it ran; now failed
+    assert (loser.status, loser.error.code) == ("failed", "conversation_conflict")
     with pytest.raises(Exception, match="not found"):
-        svc.responses.get("t", second.response.id)  # the loser stored nothing
+        svc.responses.context("t", second.response.id)  # nothing to chain from
     assert svc.responses.get("t", won.id).status == "completed"
 
 

@@ -387,7 +387,7 @@ def test_truncation_auto_drops_the_oldest_items_and_disabled_refuses_with_a_400(
         ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
         ({"metadata": {"k" * 65: "v"}}, "metadata"),
         ({"metadata": {"k": "v" * 513}}, "metadata"),
-        ({"background": True}, "background"),
+        ({"background": True, "tool_choice": {"type": "function", "name": "nope"}}, "nope"),
         ({"tool_choice": {"type": "function", "name": "nope"}}, "nope"),
         ({"top_p": 1.5}, "top_p"),
         ({"max_output_tokens": 3}, "max_output_tokens"),

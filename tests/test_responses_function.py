@@ -85,7 +85,7 @@ def test_a_large_input_is_stored_under_the_item_limit(dynamodb):
     assert listed[0]["id"] == response_id and listed[0]["input"][0]["content"] == big
 
 
-def test_dynamodb_unavailable_fails_the_response_with_503_and_stores_nothing(dynamodb):
+def test_dynamodb_unavailable_fails_the_response_with_503_and_leaves_it_failed(dynamodb):
     function = load_function("responses")
     failures: list[str] = []
 
@@ -103,4 +103,7 @@ def test_dynamodb_unavailable_fails_the_response_with_503_and_stores_nothing(dyn
     events = sse_events(body)
     assert events[-1]["type"] == "response.failed"
     assert events[-1]["response"]["error"]["code"] == "server_error"
-    assert dynamodb.scan(TableName=TABLE)["Items"] == []
+    # Each response was readable while it ran; what is left is its head, failed (no context).
+    items = dynamodb.scan(TableName=TABLE)["Items"]
+    assert len(items) == 2 and {i["SK"]["S"] for i in items} == {"RESPONSE"}
+    assert {i["status"]["S"] for i in items} == {"failed"}

@@ -275,7 +275,8 @@ class ResponseRun:
     async def events(self) -> AsyncIterator[StreamEvent]:
         if self.store and self.control is None:  # readable while it runs, written meanwhile
             lease = time.time() + self.loop.limits.run_seconds + 60
-            self._began = asyncio.create_task(self.storage.begin(self.tenant, self.response, lease))
+            started = self.response.model_copy(deep=True)  # as it starts: the run changes it
+            self._began = asyncio.create_task(self.storage.begin(self.tenant, started, lease))
         if not self.resumed:
             snapshot = self._public()
             yield self._event(ResponseCreated, response=snapshot)
@@ -806,6 +807,8 @@ class ResponseRun:
                 self.response.status = status = "failed"
                 self.response.error = error
                 self.response.completed_at = None
+                if self.control is None:
+                    await self._abandon(error)
         status = self.response.status  # a cancel may have won the race to the end
         kind = {
             "completed": ResponseCompleted,
@@ -825,6 +828,14 @@ class ResponseRun:
             await task
         except Exception:
             logger.exception("could not record running response", extra={"id": self.response.id})
+
+    async def _abandon(self, error: OpenAIResponseError) -> None:
+        """The running response reads failed now, not only once its lease passes (best effort:
+        the storage that failed may fail this too)."""
+        try:
+            await self.storage.abandon(self.tenant, self.response.id, error)
+        except Exception:
+            logger.warning("running response left to its lease", extra={"id": self.response.id})
 
     def _conversation(self) -> list[dict[str, Any]]:
         """The stored CONTEXT: the conversation through this response's input, then what the

@@ -94,6 +94,10 @@ class ResponseStorage(Protocol):
         `lease_until` without an end it reads failed (its process ended)."""
         ...
 
+    async def abandon(self, tenant: str, response_id: str, error: Any) -> None:
+        """A started response whose end could not be stored reads failed with `error`."""
+        ...
+
     async def context(self, tenant: str, response_id: str) -> list[StoredMessage]:
         """The conversation through a stored response (NotFound)."""
         ...

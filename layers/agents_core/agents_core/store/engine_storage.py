@@ -115,6 +115,9 @@ class DynamoResponseStorage:
     ) -> None:
         await asyncio.to_thread(self._responses.begin, tenant, response, lease_until)
 
+    async def abandon(self, tenant: str, response_id: str, error: Any) -> None:
+        await asyncio.to_thread(self._responses.abandon, tenant, response_id, error)
+
     async def context(self, tenant: str, response_id: str) -> list[Any]:
         return await asyncio.to_thread(self._responses.context, tenant, response_id)
 

@@ -145,6 +145,20 @@ class ResponseStore:
             self._t.put_all(parts)
         self._t.put_if(head, "attribute_not_exists(PK)")
 
+    def abandon(self, tenant: str, response_id: str, error: OpenAIResponseError) -> None:
+        """A running response whose end could not be written: failed, saying why."""
+        self._t.update_if(
+            key(keys.response_pk(tenant, response_id), keys.RESPONSE),
+            "SET #status = :failed, #error = :error",
+            "#status = :running",
+            {
+                ":failed": {"S": "failed"},
+                ":running": {"S": "in_progress"},
+                ":error": {"S": error.model_dump_json()},
+            },
+            names={"#status": "status", "#error": "error"},
+        )
+
     # --- background runs ---------------------------------------------------------------------
 
     def queue(
@@ -439,6 +453,8 @@ def _present(head: dict[str, Any], body: str) -> OpenAIResponseObjectWithInput:
     response = OpenAIResponseObjectWithInput.model_validate_json(body)
     if "status" in head:
         response.status = head["status"]["S"]
+    if "error" in head:
+        response.error = OpenAIResponseError.model_validate_json(head["error"]["S"])
     lease = int(head["lease_until"]["N"]) if "lease_until" in head else 0
     if response.status == "in_progress" and not response.background and 0 < lease < time.time():
         response.status, response.error = "failed", LOST_ERROR
