@@ -6,6 +6,7 @@ way a real server behaves. Every HTTP request it receives is counted and its hea
     with McpPeer() as peer:
         peer.url            # http://127.0.0.1:<port>/mcp
         peer.requests       # [(method, path, headers), ...]
+        peer.tool_calls     # Counter: tool name -> calls it answered or began
 
 Tools: `add(a, b)`, `echo(text)`, `fail(message)` (raises), `hang(seconds)` (sleeps),
 `big(size)` (returns `size` bytes of text), `header(name)` (the named request header).
@@ -17,6 +18,7 @@ import logging
 import socket
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import anyio
@@ -24,7 +26,8 @@ import uvicorn
 from mcp.server.fastmcp import Context, FastMCP
 
 
-def build_server() -> FastMCP:
+def build_server(tool_calls: Counter | None = None) -> FastMCP:
+    calls = tool_calls if tool_calls is not None else Counter()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     mcp = FastMCP("peer", host="127.0.0.1", log_level="WARNING")
@@ -34,10 +37,12 @@ def build_server() -> FastMCP:
 
     @mcp.tool(description="Add two integers.")
     def add(a: int, b: int) -> str:
+        calls["add"] += 1
         return str(a + b)
 
     @mcp.tool(description="Answer the text it is given.")
     def echo(text: str) -> str:
+        calls["echo"] += 1
         return text
 
     @mcp.tool(description="Fail with the given message.")
@@ -46,6 +51,7 @@ def build_server() -> FastMCP:
 
     @mcp.tool(description="Answer after the given number of seconds.")
     async def hang(seconds: float = 30.0) -> str:
+        calls["hang"] += 1
         await anyio.sleep(seconds)
         return "woke up"
 
@@ -64,13 +70,14 @@ def build_server() -> FastMCP:
 class McpPeer:
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.tool_calls: Counter = Counter()
         self._lock = threading.Lock()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}/mcp"
-        app = build_server().streamable_http_app()
+        app = build_server(self.tool_calls).streamable_http_app()
         config = uvicorn.Config(
             self._counting(app), log_level="critical", lifespan="on", timeout_graceful_shutdown=1
         )
