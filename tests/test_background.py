@@ -140,9 +140,7 @@ def test_cancelling_a_queued_response_means_it_never_runs(oai, model):
 def test_cancelling_a_running_response_stops_it_and_keeps_what_it_produced(oai, model, peer):
     model.reply(tool_calls=[("hang", '{"seconds": 1.5}')])
     model.reply(text="never said")
-    created = oai.responses.create(
-        model="m", input="Wait", background=True, tools=[mcp(peer)]
-    )
+    created = oai.responses.create(model="m", input="Wait", background=True, tools=[mcp(peer)])
     until(lambda: oai.responses.retrieve(created.id), lambda r: len(r.output) >= 1, timeout=10)
     assert oai.responses.cancel(created.id).status == "cancelled"
     final = until(

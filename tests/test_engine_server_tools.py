@@ -14,7 +14,8 @@ import pytest
 from agents_core.api.agents import AgentToolGroupWithArgs, CreateAgentTurnRequest
 from agents_core.api.common import UserMessage
 from agents_core.engine.responses import ResponsesEngine
-from agents_core.engine.server_tools import McpEndpoint, ServerToolset
+from agents_core.engine.file_search import Citations
+from agents_core.engine.server_tools import FileHit, McpEndpoint, ServerToolset
 from agents_core.errors import InvalidRequest
 from agents_core.inference.types import ToolSpec
 
@@ -52,6 +53,8 @@ class FakeRuntime:
         self.seen_groups: list[tuple[Sequence[Any], Mapping[str, Any] | None]] = []
         self.listed: list[McpEndpoint] = []
         self.documents: dict[str, tuple[bytes, str]] = {}
+        self.hits: list[FileHit] = []
+        self.searches: list[tuple[str, list[str], str, int]] = []
 
     async def check_url(self, url: str) -> None:
         if url in self.refused:
@@ -71,6 +74,12 @@ class FakeRuntime:
 
     def web_search(self) -> tuple[ToolSpec, Tool]:
         return SEARCH, self.search
+
+    async def file_search(
+        self, tenant, vector_store_ids, query, max_results, filters=None, score_threshold=None
+    ) -> list[FileHit]:
+        self.searches.append((tenant, list(vector_store_ids), query, max_results))
+        return self.hits[:max_results]
 
     async def fetch(self, url: str, max_bytes: int) -> tuple[bytes, str]:
         await self.check_url(url)
@@ -462,3 +471,95 @@ def test_without_a_tool_runtime_mcp_and_web_search_are_refused():
     for tool in (mcp_tool(), {"type": "web_search"}):
         with pytest.raises(InvalidRequest, match="not available"):
             asyncio.run(respond(engine, input="Hi", tools=[tool]))
+
+
+# --- Responses: file search ---------------------------------------------------------------------
+
+
+def searchable(runtime: FakeRuntime) -> FakeRuntime:
+    runtime.hits = [
+        FileHit("file-otters", "otters.md", 0.91, "Otters hold hands while they sleep.", {}),
+        FileHit("file-seals", "seals.txt", 0.42, "Seals sleep in the water.", {"kind": "seal"}),
+    ]
+    return runtime
+
+
+def file_search_tool(**fields: Any) -> dict[str, Any]:
+    return {"type": "file_search", "vector_store_ids": ["vs_1"], **fields}
+
+
+def test_a_file_search_call_is_an_item_and_the_answer_cites_the_file_it_used():
+    runtime = searchable(FakeRuntime())
+    engine, storage, scripted = responses_with(
+        runtime,
+        calls(("c1", "file_search", '{"query": "how do otters sleep"}')),
+        says("They hold hands <|fi", "le-otters|>. Also <|file-unknown|>."),
+    )
+    events = asyncio.run(
+        stream_response(
+            engine,
+            input="How do otters sleep?",
+            tools=[file_search_tool(max_num_results=5)],
+            include=["file_search_call.results"],
+        )
+    )
+    names = types_and_numbers(events)
+    assert names[2:7] == [
+        "output_item.added",
+        "file_search_call.in_progress",
+        "file_search_call.searching",
+        "file_search_call.completed",
+        "output_item.done",
+    ]
+    assert "output_text.annotation.added" in names
+    final = events[-1].response
+    search, answer = final.output
+    assert (search.type, search.queries, search.status) == (
+        "file_search_call",
+        ["how do otters sleep"],
+        "completed",
+    )
+    assert [r["file_id"] for r in search.results] == ["file-otters", "file-seals"]
+    text = answer.content[0].text
+    assert text == "They hold hands . Also <|file-unknown|>."
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert deltas == text
+    (citation,) = answer.content[0].annotations
+    assert (citation.type, citation.file_id, citation.filename) == (
+        "file_citation",
+        "file-otters",
+        "otters.md",
+    )
+    assert text[: citation.index] == "They hold hands "
+    assert runtime.searches == [(TENANT, ["vs_1"], "how do otters sleep", 5)]
+    tool_text = scripted.requests[1].messages[-1].content
+    assert "<|file-otters|> otters.md" in tool_text and "Seals sleep" in tool_text
+    assert storage.response(TENANT, final.id).output == final.output
+
+
+def test_file_search_results_stay_out_of_the_item_unless_included():
+    runtime = searchable(FakeRuntime())
+    engine, _, _ = responses_with(
+        runtime, calls(("c1", "file_search", '{"query": "otters"}')), says("Done.")
+    )
+    response = asyncio.run(respond(engine, input="Otters?", tools=[file_search_tool()]))
+    assert response.output[0].results is None
+
+
+def test_a_file_search_call_without_a_query_searches_for_the_users_words():
+    runtime = searchable(FakeRuntime())
+    engine, _, _ = responses_with(runtime, calls(("c1", "file_search", "{}")), says("Done."))
+    asyncio.run(respond(engine, input="sleeping otters", tools=[file_search_tool()]))
+    assert runtime.searches[0][2] == "sleeping otters"
+
+
+def test_citations_take_markers_split_across_deltas_and_leave_other_text_alone():
+    citations = Citations({"file-a": "a.md"})
+    out, found = [], []
+    for delta in ["x <", "|file", "-a|> y <| not a marker", " |> z <", ""]:
+        text, cited = citations.feed(delta)
+        out.append(text)
+        found += cited
+    out.append(citations.flush())
+    assert "".join(out) == "x  y <| not a marker |> z <"
+    assert found == [("file-a", "a.md", 2)]

@@ -609,6 +609,15 @@ class OutputTextDelta(StreamEvent):
     logprobs: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class OutputTextAnnotationAdded(StreamEvent):
+    type: Literal["response.output_text.annotation.added"] = "response.output_text.annotation.added"
+    item_id: str
+    output_index: int
+    content_index: int
+    annotation_index: int
+    annotation: OpenAIResponseAnnotations
+
+
 class OutputTextDone(StreamEvent):
     type: Literal["response.output_text.done"] = "response.output_text.done"
     item_id: str
@@ -684,6 +693,24 @@ class WebSearchCallCompleted(StreamEvent):
     output_index: int
 
 
+class FileSearchCallInProgress(StreamEvent):
+    type: Literal["response.file_search_call.in_progress"] = "response.file_search_call.in_progress"
+    item_id: str
+    output_index: int
+
+
+class FileSearchCallSearching(StreamEvent):
+    type: Literal["response.file_search_call.searching"] = "response.file_search_call.searching"
+    item_id: str
+    output_index: int
+
+
+class FileSearchCallCompleted(StreamEvent):
+    type: Literal["response.file_search_call.completed"] = "response.file_search_call.completed"
+    item_id: str
+    output_index: int
+
+
 class McpListToolsInProgress(StreamEvent):
     type: Literal["response.mcp_list_tools.in_progress"] = "response.mcp_list_tools.in_progress"
     item_id: str
@@ -752,6 +779,10 @@ OpenAIResponseObjectStream = Annotated[
     | WebSearchCallInProgress
     | WebSearchCallSearching
     | WebSearchCallCompleted
+    | OutputTextAnnotationAdded
+    | FileSearchCallInProgress
+    | FileSearchCallSearching
+    | FileSearchCallCompleted
     | McpListToolsInProgress
     | McpListToolsFailed
     | McpListToolsCompleted

@@ -34,6 +34,9 @@ from ..api.responses import (
     ContentPartDone,
     ConversationReference,
     CreateOpenaiResponseRequest,
+    FileSearchCallCompleted,
+    FileSearchCallInProgress,
+    FileSearchCallSearching,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
     McpCallArgumentsDelta,
@@ -47,6 +50,7 @@ from ..api.responses import (
     MCPListToolsTool,
     McpToolExecutionError,
     McpToolFilter,
+    OpenAIResponseAnnotationFileCitation,
     OpenAIResponseContentPartRefusal,
     OpenAIResponseError,
     OpenAIResponseInputFunctionToolCallOutput,
@@ -63,6 +67,7 @@ from ..api.responses import (
     OpenAIResponseObject,
     OpenAIResponseObjectWithInput,
     OpenAIResponseOutputMessageContentOutputText,
+    OpenAIResponseOutputMessageFileSearchToolCall,
     OpenAIResponseOutputMessageFunctionToolCall,
     OpenAIResponseOutputMessageMCPCall,
     OpenAIResponseOutputMessageMCPListTools,
@@ -73,6 +78,7 @@ from ..api.responses import (
     OpenAIResponseTextFormat,
     OutputItemAdded,
     OutputItemDone,
+    OutputTextAnnotationAdded,
     OutputTextDelta,
     OutputTextDone,
     ReasoningTextDelta,
@@ -109,6 +115,7 @@ from ..inference.types import (
 from ..lifecycle import RESPONSE_DETAIL_TYPES, TurnEventPublisher
 from ..log import logger
 from . import loop as L
+from .file_search import QUERY_PARAMETERS, Citations, FileSearchTool, query_of
 from .server_tools import McpEndpoint, ToolRuntime
 from .shields import BLOCKED_MESSAGE, ShieldService, shields_for
 from .storage import ResponseStorage
@@ -151,7 +158,7 @@ def _named(names: list[str] | McpToolFilter | None, name: str) -> bool:
 class _ServerCall:
     """What a call to a tool name is in this response's output."""
 
-    kind: Literal["mcp", "approval", "web_search"]
+    kind: Literal["mcp", "approval", "web_search", "file_search"]
     server: _McpServer | None = None
 
 
@@ -229,8 +236,10 @@ class ResponseRun:
         conversation: ConversationAppend | None = None,
         control: RunControl | None = None,
         guardrails: list[str] | None = None,
+        include: list[str] | None = None,
     ) -> None:
         self.storage = storage
+        self.include = include or []  # what the request asked to include (file search results)
         self.control = control  # a background run's worker; None: runs in the caller's request
         self.guardrails = guardrails or []  # kept for a continuation's shields
         self.resumed = False  # continued from a stored state: created/in_progress were sent
@@ -260,6 +269,9 @@ class ResponseRun:
         self._calls: dict[int, Any] = {}  # this reply's call items, by index
         self._input_checked = False  # the input shields ran (a continuation does not rerun them)
         self._began: asyncio.Task | None = None  # the write of the running response
+        found = loop.tools.server.get("file_search")
+        self._file_search = found if isinstance(found, FileSearchTool) else None
+        self._citations: Citations | None = None  # the text being written, with file search
 
     async def result(self) -> OpenAIResponseObject:
         """Run to the end without streaming: the response (completed or incomplete), or
@@ -380,6 +392,15 @@ class ResponseRun:
                 for approval in self.approvals
             ],
             "guardrails": self.guardrails,
+            "include": self.include,
+            "file_search": (
+                {
+                    "fallback_query": self._file_search.fallback_query,
+                    "files": self._file_search.files,
+                }
+                if self._file_search is not None
+                else None
+            ),
             "shield_input": (
                 self.loop.shields.input if self.loop.shields and not self._input_checked else []
             ),
@@ -438,10 +459,12 @@ class ResponseRun:
                 "calling",
             ):
                 item.status = "incomplete"
-            elif isinstance(item, OpenAIResponseOutputMessageWebSearchToolCall) and (
-                item.status in ("in_progress", "searching")
-            ):
-                item.status = "failed"
+            elif isinstance(
+                item,
+                OpenAIResponseOutputMessageWebSearchToolCall
+                | OpenAIResponseOutputMessageFileSearchToolCall,
+            ) and item.status in ("in_progress", "searching"):
+                item.status = "incomplete" if item.type == "file_search_call" else "failed"
             else:
                 continue
             yield self._event(OutputItemDone, item=item, output_index=self._index(item))
@@ -472,14 +495,11 @@ class ResponseRun:
                 yield from self._close_reasoning()
                 if self._text is None:
                     yield from self._open_text()
-                yield self._event(
-                    OutputTextDelta,
-                    item_id=self._text.id,
-                    output_index=self._index(self._text),
-                    content_index=0,
-                    delta=text,
-                )
-                self._text.content[0].text += text
+                found: list[tuple[str, str, int]] = []
+                if self._citations is not None:
+                    text, found = self._citations.feed(text)
+                yield from self._write(text)
+                yield from self._cite(found)
             case L.ToolCallDelta(index=index, call_id=call_id, name=name, arguments=arguments):
                 yield from self._close_reasoning()
                 yield from self._close_text()
@@ -517,6 +537,8 @@ class ResponseRun:
             content=[OpenAIResponseOutputMessageContentOutputText(text="")],
         )
         self._text = self._reply_message = item
+        if self._file_search is not None:
+            self._citations = Citations(self._file_search.files)
         self.response.output.append(item)
         index = self._index(item)
         announced = item.model_copy(update={"content": []})  # as opened, without the text
@@ -528,6 +550,37 @@ class ResponseRun:
             content_index=0,
             part=OpenAIResponseOutputMessageContentOutputText(text=""),
         )
+
+    def _write(self, text: str) -> Iterator[StreamEvent]:
+        if not text:
+            return
+        assert self._text is not None
+        yield self._event(
+            OutputTextDelta,
+            item_id=self._text.id,
+            output_index=self._index(self._text),
+            content_index=0,
+            delta=text,
+        )
+        self._text.content[0].text += text
+
+    def _cite(self, found: list[tuple[str, str, int]]) -> Iterator[StreamEvent]:
+        """A `file_citation` annotation where the answer cited a file search result."""
+        assert self._text is not None
+        annotations = self._text.content[0].annotations
+        for file_id, filename, index in found:
+            annotation = OpenAIResponseAnnotationFileCitation(
+                file_id=file_id, filename=filename, index=index
+            )
+            annotations.append(annotation)
+            yield self._event(
+                OutputTextAnnotationAdded,
+                item_id=self._text.id,
+                output_index=self._index(self._text),
+                content_index=0,
+                annotation_index=len(annotations) - 1,
+                annotation=annotation,
+            )
 
     def _open_reasoning(self) -> Iterator[StreamEvent]:
         item = OpenAIResponseReasoningItem(
@@ -574,6 +627,9 @@ class ResponseRun:
             messages.append(ChatMessage("assistant", refusal))
 
     def _close_text(self, status: str = "completed") -> Iterator[StreamEvent]:
+        if self._text is not None and self._citations is not None:
+            yield from self._write(self._citations.flush())  # a held `<|` that was no marker
+        self._citations = None
         item, self._text = self._text, None
         if item is None:
             return
@@ -600,6 +656,10 @@ class ResponseRun:
         elif kind.kind == "web_search":
             item = OpenAIResponseOutputMessageWebSearchToolCall(
                 id=_id("ws"), status="in_progress", action=WebSearchAction()
+            )
+        elif kind.kind == "file_search":
+            item = OpenAIResponseOutputMessageFileSearchToolCall(
+                id=_id("fs"), queries=[], status="in_progress"
             )
         else:
             assert kind.server is not None
@@ -650,6 +710,13 @@ class ResponseRun:
             index = self._index(item)
             yield self._event(WebSearchCallInProgress, item_id=item.id, output_index=index)
             yield self._event(WebSearchCallSearching, item_id=item.id, output_index=index)
+        elif isinstance(item, OpenAIResponseOutputMessageFileSearchToolCall):
+            assert self._file_search is not None
+            item.queries = [query_of(call.arguments, self._file_search.fallback_query)]
+            item.status = "searching"
+            index = self._index(item)
+            yield self._event(FileSearchCallInProgress, item_id=item.id, output_index=index)
+            yield self._event(FileSearchCallSearching, item_id=item.id, output_index=index)
 
     def _tool_ran(self, result: L.ToolResult) -> Iterator[StreamEvent]:
         item = self._items.get(result.call.id)
@@ -659,6 +726,23 @@ class ResponseRun:
             index = self._index(item)
             item.status = "failed" if result.is_error else "completed"
             yield self._event(WebSearchCallCompleted, item_id=item.id, output_index=index)
+            yield self._event(OutputItemDone, item=item, output_index=index)
+        elif isinstance(item, OpenAIResponseOutputMessageFileSearchToolCall):
+            index = self._index(item)
+            item.status = "failed" if result.is_error else "completed"
+            hits = self._file_search.found.get(result.call.arguments) if self._file_search else None
+            if "file_search_call.results" in self.include and hits is not None:
+                item.results = [
+                    {
+                        "file_id": hit.file_id,
+                        "filename": hit.filename,
+                        "score": hit.score,
+                        "text": hit.text,
+                        "attributes": dict(hit.attributes),
+                    }
+                    for hit in hits
+                ]
+            yield self._event(FileSearchCallCompleted, item_id=item.id, output_index=index)
             yield self._event(OutputItemDone, item=item, output_index=index)
 
     def _mcp_call_done(
@@ -887,7 +971,7 @@ class ResponsesEngine:
         self.shields = shields  # None: `guardrails` are refused
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
-        specs, mcp, server_tools, kinds = await self._tools(body)
+        specs, mcp, server_tools, kinds = await self._tools(tenant, body)
         conversation = await self._in_conversation(tenant, body)
         previous: list[ChatMessage] = conversation[1] if conversation is not None else []
         if body.previous_response_id:
@@ -895,6 +979,9 @@ class ResponsesEngine:
             previous = [ChatMessage.from_dict(m) for m in stored]
         items = _input_items(body.input)
         new_input = _input_messages(items, await self._read_files(items))
+        if isinstance(server_tools.get("file_search"), FileSearchTool):  # for a call without one
+            users = [m.content for m in new_input if m.role == "user" and m.content]
+            server_tools["file_search"].fallback_query = users[-1] if users else ""
         guardrails = body.guardrails or []
         shields = await shields_for(
             self.shields,
@@ -961,6 +1048,7 @@ class ResponsesEngine:
             publisher=self.publisher,
             conversation=conversation[0] if conversation is not None else None,
             guardrails=guardrails,
+            include=list(body.include or []),
         )
 
     async def restore(
@@ -992,7 +1080,15 @@ class ResponsesEngine:
         }
         server_tools: dict[str, Any] = {}
         for name, call in kinds.items():
-            if call.kind == "web_search":
+            if call.kind == "file_search":
+                tool = next(
+                    t for t in response.tools if isinstance(t, OpenAIResponseInputToolFileSearch)
+                )
+                search = self._file_search(tenant, tool)
+                search.fallback_query = state["file_search"]["fallback_query"]
+                search.files.update(state["file_search"]["files"])
+                server_tools[name] = search
+            elif call.kind == "web_search":
                 server_tools[name] = self.tools.web_search()[1]
             elif call.kind == "mcp" and call.server is not None:
                 server_tools[name] = self.tools.mcp_tool(call.server.endpoint, name)
@@ -1056,6 +1152,7 @@ class ResponsesEngine:
             conversation=ConversationAppend(*conversation) if conversation else None,
             control=control,
             guardrails=guardrails,
+            include=state["include"],
         )
         run.resumed = state["sequence"] > 0
         run._base = base
@@ -1107,8 +1204,19 @@ class ResponsesEngine:
             files[id(part)] = _file_content(name, media_type, raw)
         return files
 
+    def _file_search(self, tenant: str, tool: OpenAIResponseInputToolFileSearch) -> FileSearchTool:
+        ranking = tool.ranking_options
+        return FileSearchTool(
+            runtime=self.tools,
+            tenant=tenant,
+            vector_store_ids=list(tool.vector_store_ids),
+            max_results=tool.max_num_results or 10,
+            filters=tool.filters,
+            score_threshold=ranking.score_threshold if ranking else None,
+        )
+
     async def _tools(
-        self, body: CreateOpenaiResponseRequest
+        self, tenant: str, body: CreateOpenaiResponseRequest
     ) -> tuple[list[ToolSpec], list[_McpServer], dict[str, Any], dict[str, _ServerCall]]:
         """The request's tools: function tools for the model to call and the client to run;
         web search to run here; MCP servers (checked by the outbound guard now, listed when
@@ -1118,9 +1226,11 @@ class ResponsesEngine:
         server_tools: dict[str, Any] = {}
         kinds: dict[str, _ServerCall] = {}
         for tool in body.tools or []:
-            if isinstance(tool, OpenAIResponseInputToolFileSearch):
-                raise InvalidRequest("tool type 'file_search' is not available on this deployment")
-            server_side = OpenAIResponseInputToolMCP | OpenAIResponseInputToolWebSearch
+            server_side = (
+                OpenAIResponseInputToolMCP
+                | OpenAIResponseInputToolWebSearch
+                | OpenAIResponseInputToolFileSearch
+            )
             if isinstance(tool, server_side) and self.tools is None:
                 raise InvalidRequest(f"tool type '{tool.type}' is not available on this deployment")
             if isinstance(tool, OpenAIResponseInputToolMCP):
@@ -1128,6 +1238,11 @@ class ResponsesEngine:
                     raise InvalidRequest(f"Two mcp tools have the label '{tool.server_label}'")
                 await self.tools.check_url(tool.server_url)
                 mcp.append(_McpServer(tool, _endpoint(tool)))
+            elif isinstance(tool, OpenAIResponseInputToolFileSearch):
+                spec = ToolSpec("file_search", FILE_SEARCH_DESCRIPTION, QUERY_PARAMETERS)
+                specs.append(spec)
+                server_tools[spec.name] = self._file_search(tenant, tool)
+                kinds[spec.name] = _ServerCall("file_search")
             elif isinstance(tool, OpenAIResponseInputToolWebSearch):
                 spec, runner = self.tools.web_search()
                 specs.append(spec)
@@ -1140,6 +1255,12 @@ class ResponsesEngine:
         if len(set(names)) < len(names):
             raise InvalidRequest(f"Tool names must be unique; got {names}")
         return specs, mcp, server_tools, kinds
+
+
+FILE_SEARCH_DESCRIPTION = (
+    "Search the user's files (their vector stores) for passages about a query; answer from what"
+    " it finds and cite it."
+)
 
 
 def _not_stored(err: Exception) -> OpenAIResponseError:

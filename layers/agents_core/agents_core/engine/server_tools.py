@@ -38,6 +38,17 @@ class McpEndpoint:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FileHit:
+    """A chunk of a file that a search of the tenant's vector stores found."""
+
+    file_id: str
+    filename: str
+    score: float
+    text: str
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
 class ToolRuntime(Protocol):
     async def check_url(self, url: str) -> None:
         """Refuse (InvalidRequest) a URL the server must not call for a caller."""
@@ -50,6 +61,19 @@ class ToolRuntime(Protocol):
     def mcp_tool(self, endpoint: McpEndpoint, name: str) -> ServerTool: ...
 
     def web_search(self) -> tuple[ToolSpec, ServerTool]: ...
+
+    async def file_search(
+        self,
+        tenant: str,
+        vector_store_ids: Sequence[str],
+        query: str,
+        max_results: int,
+        filters: Mapping[str, Any] | None = None,
+        score_threshold: float | None = None,
+    ) -> list[FileHit]:
+        """The best chunks for `query` across the tenant's stores, best first; NotFound for a
+        store the tenant does not have."""
+        ...
 
     async def fetch(self, url: str, max_bytes: int) -> tuple[bytes, str]:
         """A document a caller names by URL (`input_file`), through the outbound guard: its
