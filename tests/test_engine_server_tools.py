@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from agents_core.api.agents import AgentToolGroupWithArgs, CreateAgentTurnRequest
 from agents_core.api.common import UserMessage
-from agents_core.engine.responses import ResponsesEngine
 from agents_core.engine.file_search import Citations
+from agents_core.engine.responses import ResponsesEngine
 from agents_core.engine.server_tools import FileHit, McpEndpoint, ServerToolset
 from agents_core.errors import InvalidRequest
 from agents_core.inference.types import ToolSpec
