@@ -160,10 +160,18 @@ class BackgroundWorker:
         if found.status == "cancelled":
             control.cancel_seen()  # cancelled while it ran, then its invocation died: end it
         engine = self.services.responses_engine
-        run = await engine.restore(
-            tenant, state, credentials, control, run_seconds=max(1.0, deadline - time.time() - 5)
-        )
-        control.version = 1
+        try:
+            run = await engine.restore(
+                tenant,
+                state,
+                credentials,
+                control,
+                run_seconds=max(1.0, deadline - time.time() - 5),
+            )
+        except Exception as err:  # e.g. a shield it names was deleted: it can never run
+            logger.warning("background run cannot go on", extra={**log, "reason": str(err)})
+            await asyncio.to_thread(self._fail, tenant, state, owner, err)
+            return
         streams = self.services.streams
         from .streams import StreamKey, response_frame
 
@@ -185,6 +193,15 @@ class BackgroundWorker:
             metrics.count("BackgroundRunsContinued")
             return
         logger.info("background run ended", extra={**log, "status": run.response.status})
+
+    def _fail(self, tenant: str, state: dict[str, Any], owner: str, err: Exception) -> None:
+        from ..api.responses import OpenAIResponseError
+
+        response = OpenAIResponseObjectWithInput.model_validate(state["response"])
+        response.status = "failed"
+        response.error = OpenAIResponseError(code="server_error", message=str(err)[:1000])
+        response.completed_at = None
+        self.services.responses.save(tenant, response, [], owner)
 
 
 class StoredRunControl:
