@@ -17,7 +17,6 @@ declined) when its input carries the `mcp_approval_response`.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import time
@@ -268,7 +267,6 @@ class ResponseRun:
         self._call: Any = None  # likewise, the call item (of any kind) being written
         self._calls: dict[int, Any] = {}  # this reply's call items, by index
         self._input_checked = False  # the input shields ran (a continuation does not rerun them)
-        self._began: asyncio.Task | None = None  # the write of the running response
         found = loop.tools.server.get("file_search")
         self._file_search = found if isinstance(found, FileSearchTool) else None
         self._citations: Citations | None = None  # the text being written, with file search
@@ -285,10 +283,8 @@ class ResponseRun:
         return final.response
 
     async def events(self) -> AsyncIterator[StreamEvent]:
-        if self.store and self.control is None:  # readable while it runs, written meanwhile
-            lease = time.time() + self.loop.limits.run_seconds + 60
-            started = self.response.model_copy(deep=True)  # as it starts: the run changes it
-            self._began = asyncio.create_task(self.storage.begin(self.tenant, started, lease))
+        if self.store and self.control is None:  # readable while it runs
+            await self._begin()
         if not self.resumed:
             snapshot = self._public()
             yield self._event(ResponseCreated, response=snapshot)
@@ -870,7 +866,6 @@ class ResponseRun:
         self.response.error = error
         self.response.completed_at = int(time.time()) if status == "completed" else None
         if self.store or self.control is not None:  # a background response is kept to be polled
-            await self._landed()
             try:
                 if self.control is not None:
                     await self.control.save(self.response, self._conversation(), self._appended())
@@ -902,14 +897,11 @@ class ResponseRun:
         metrics.count(f"Responses{status.capitalize()}")
         return self._event(kind, response=self._public())
 
-    async def _landed(self) -> None:
-        """The running response's write is done before its end is written (else it could land
-        last); its failure only hid the response while it ran."""
-        task, self._began = self._began, None
-        if task is None:
-            return
+    async def _begin(self) -> None:
+        """Make the response readable while it runs; its loss only hides it meanwhile."""
+        lease = time.time() + self.loop.limits.run_seconds + 60
         try:
-            await task
+            await self.storage.begin(self.tenant, self.response, lease)
         except Exception:
             logger.exception("could not record running response", extra={"id": self.response.id})
 

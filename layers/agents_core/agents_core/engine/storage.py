@@ -91,7 +91,9 @@ class ResponseStorage(Protocol):
         self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
     ) -> None:
         """Make a starting response readable (`in_progress`) until its end is saved; past
-        `lease_until` without an end it reads failed (its process ended)."""
+        `lease_until` without an end it reads failed (its process ended). Takes the response as
+        it is now; the write may still be under way when this returns (it never overwrites
+        the end, whichever lands first)."""
         ...
 
     async def abandon(self, tenant: str, response_id: str, error: Any) -> None:

@@ -109,13 +109,33 @@ class DynamoResponseStorage:
     def __init__(self, responses: ResponseStore, conversations: ConversationStore) -> None:
         self._responses = responses
         self._conversations = conversations
+        #: Writes of running responses under way (nobody waits for them, but a failure's mark).
+        self._starting: dict[tuple[str, str], asyncio.Task] = {}
 
     async def begin(
         self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
     ) -> None:
-        await asyncio.to_thread(self._responses.begin, tenant, response, lease_until)
+        """The item is made now (the response changes as it runs); a small one is written while
+        the model works, since its write is conditional on there being no response yet: a
+        late one never overwrites the end. One in parts is written before the run goes on (a
+        late part could overwrite the end's)."""
+        write = self._responses.begin_writes(tenant, response, lease_until)
+        if write.in_parts:
+            await asyncio.to_thread(write)
+            return
+        task = asyncio.create_task(asyncio.to_thread(write))
+        self._starting[(tenant, response.id)] = task
+        task.add_done_callback(lambda done: self._started(tenant, response.id, done))
+
+    def _started(self, tenant: str, response_id: str, task: asyncio.Task) -> None:
+        self._starting.pop((tenant, response_id), None)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("could not record running response", exc_info=task.exception())
 
     async def abandon(self, tenant: str, response_id: str, error: Any) -> None:
+        starting = self._starting.get((tenant, response_id))
+        if starting is not None:  # the running response first, then marked failed
+            await asyncio.wait([starting])
         await asyncio.to_thread(self._responses.abandon, tenant, response_id, error)
 
     async def context(self, tenant: str, response_id: str) -> list[Any]:

@@ -49,6 +49,24 @@ class RunRecord:
     state_sk: str | None
 
 
+@dataclass
+class ResponseStart:
+    """The write of a starting response, its items made already."""
+
+    table: Table
+    head: dict[str, Any]
+    parts: list[dict[str, Any]]
+
+    @property
+    def in_parts(self) -> bool:
+        return bool(self.parts)
+
+    def __call__(self) -> None:
+        if self.parts:
+            self.table.put_all(self.parts)
+        self.table.put_if(self.head, "attribute_not_exists(PK)")
+
+
 class RunBusy(Exception):
     """Another invocation holds the run's lease: try again later."""
 
@@ -138,12 +156,17 @@ class ResponseStore:
         self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
     ) -> None:
         """The response, readable while it runs (`in_progress` until `lease_until`)."""
+        self.begin_writes(tenant, response, lease_until)()
+
+    def begin_writes(
+        self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
+    ) -> ResponseStart:
+        """`begin`'s items, made now, written when called: the head only if the response has
+        none yet (its end may already be there)."""
         pk = keys.response_pk(tenant, response.id)
         attrs = self._head_attributes(tenant, response, lease_until)
         head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, attrs)
-        if parts:
-            self._t.put_all(parts)
-        self._t.put_if(head, "attribute_not_exists(PK)")
+        return ResponseStart(self._t, head, parts)
 
     def abandon(self, tenant: str, response_id: str, error: OpenAIResponseError) -> None:
         """A running response whose end could not be written: failed, saying why."""
