@@ -176,5 +176,14 @@ def event_sk(prefix: str, seq: int) -> str:
     return f"{prefix}{seq:010d}"
 
 
+def event_part_sk(prefix: str, seq: int, n: int) -> str:
+    return f"{event_sk(prefix, seq)}#{n:04d}"
+
+
 def events_end_sk(prefix: str) -> str:
     return f"{prefix}~"
+
+
+def is_event_part(sk: str) -> bool:
+    """A part of a large frame (`{event_sk}#{n:04d}`); a turn's prefix has a `#` of its own."""
+    return sk[-5:-4] == "#"

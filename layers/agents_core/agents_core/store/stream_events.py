@@ -113,11 +113,10 @@ class StreamEventStore:
         data = frame.data.encode()
         step = ITEM_PAYLOAD_BYTES - 1024
         pieces = [data[i : i + step] for i in range(0, len(data), step)]
-        head = keys.event_sk(where.prefix, frame.seq)
         out = []
         for n, piece in enumerate(pieces):
             item = {
-                **key(where.pk, f"{head}#{n:04d}"),
+                **key(where.pk, keys.event_part_sk(where.prefix, frame.seq, n)),
                 "piece": {"B": piece},
                 "parts": {"N": str(len(pieces))},
                 "last_seq": {"N": str(frame.seq)},
@@ -129,13 +128,12 @@ class StreamEventStore:
         return out
 
     def write(self, items: list[dict[str, Any]]) -> int:
-        """Write a flush's items; the number of requests it took (one, unless a flush spans
-        more than 25 items)."""
-        if len(items) == 1:
-            self._t.client.put_item(TableName=self._t.name, Item=items[0])
-            return 1
-        self._t.put_all(items)
-        return -(-len(items) // 25)
+        """Write a flush's items, one after the other: a reader must never see an item before
+        the ones sorting ahead of it (a follower reads on from the last item it saw). A flush
+        is one item unless it passes an item's size. The number of requests made."""
+        for item in items:
+            self._t.client.put_item(TableName=self._t.name, Item=item)
+        return len(items)
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -160,7 +158,9 @@ class StreamEventStore:
 
     def start(self, where: Where, after: int) -> str:
         """The cursor of a read of the frames after `after` (-1: from the first): the item that
-        holds `after + 1`, which may be a batch starting at or before `after`."""
+        holds `after + 1`, which may be a batch starting at or before `after`; else just past
+        the last item stored before it (the batch holding `after + 1` may not be written yet,
+        and will sort there: items are written in order, each starting after the last)."""
         if after < 0:
             return where.prefix
         resp = self._t.client.query(
@@ -177,9 +177,14 @@ class StreamEventStore:
             ConsistentRead=True,
         )
         found = resp.get("Items", [])
-        if found and int(found[0]["last_seq"]["N"]) > after:
-            return found[0]["SK"]["S"]
-        return keys.event_sk(where.prefix, after) + "~"  # past `after`'s own parts
+        if not found:
+            return where.prefix
+        sk, last = found[0]["SK"]["S"], int(found[0]["last_seq"]["N"])
+        if last > after:
+            return sk
+        if keys.is_event_part(sk):  # past every part of that frame
+            return keys.event_sk(where.prefix, last) + "~"
+        return sk + "~"
 
     def read(self, where: Where, cursor: str) -> Page:
         """Whole frames from `cursor` on, in order. A large frame whose parts are not all
@@ -205,11 +210,13 @@ class StreamEventStore:
             if "parts" in item:
                 count = int(item["parts"]["N"])
                 group = items[index : index + count]
-                if len(group) < count or any("parts" not in p for p in group):
-                    break
+                seq = int(item["last_seq"]["N"])
+                wanted = [keys.event_part_sk(where.prefix, seq, n) for n in range(count)]
+                if [p["SK"]["S"] for p in group] != wanted:
+                    break  # not all written yet
                 data = b"".join(p["piece"]["B"] for p in group).decode()
                 event = item["event"]["S"] if "event" in item else None
-                frames.append(Frame(int(item["last_seq"]["N"]), event, data))
+                frames.append(Frame(seq, event, data))
                 index += count
                 last = group[-1]
             else:
