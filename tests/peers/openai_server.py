@@ -31,6 +31,7 @@ class Reply:
     delay: float = 0.0  # seconds before the first byte
     finish_reason: str | None = None
     reasoning: str = ""  # streamed first, as vLLM's `reasoning_content`
+    pace: float = 0.0  # seconds between the text's deltas
 
 
 class ScriptedOpenAI(LocalPeer):
@@ -137,6 +138,8 @@ class ScriptedOpenAI(LocalPeer):
             send(chunk({"reasoning_content": piece}))
         pieces = _split(reply.text, reply.chunks)
         for piece in pieces:
+            if reply.pace:
+                time.sleep(reply.pace)
             send(chunk({"content": piece}))
         for index, (name, arguments) in enumerate(reply.tool_calls):
             call_id = f"call_{len(self.requests)}_{index}"

@@ -89,6 +89,18 @@ class Settings:
     background_cancel_poll_seconds: float = 0.5
     #: How long a background response with `store: false` stays readable for polling.
     background_unstored_seconds: int = 3600
+    #: How long the events of a streamed response or turn stay stored to rejoin
+    #: (services/streams.py).
+    stream_retention_seconds: int = 24 * 3600
+    #: A stream's recorder writes its buffered frames once the oldest is this old: at most
+    #: 1 / this many writes a second per stream.
+    stream_flush_seconds: float = 0.25
+    #: A follower reads the table this often for new frames.
+    stream_poll_seconds: float = 0.15
+    #: While nothing new arrives, a follower asks this often whether the run still runs.
+    stream_alive_check_seconds: float = 3.0
+    #: The longest a follower follows, below the streaming functions' 900 s timeout.
+    stream_follow_max_seconds: float = 870.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -145,6 +157,21 @@ class Settings:
             web_search_base_url=os.environ.get("WEB_SEARCH_BASE_URL") or cls.web_search_base_url,
             web_search_timeout_seconds=float(
                 os.environ.get("WEB_SEARCH_TIMEOUT_SECONDS", cls.web_search_timeout_seconds)
+            ),
+            stream_retention_seconds=int(
+                os.environ.get("STREAM_RETENTION_SECONDS", cls.stream_retention_seconds)
+            ),
+            stream_flush_seconds=float(
+                os.environ.get("STREAM_FLUSH_SECONDS", cls.stream_flush_seconds)
+            ),
+            stream_poll_seconds=float(
+                os.environ.get("STREAM_POLL_SECONDS", cls.stream_poll_seconds)
+            ),
+            stream_alive_check_seconds=float(
+                os.environ.get("STREAM_ALIVE_CHECK_SECONDS", cls.stream_alive_check_seconds)
+            ),
+            stream_follow_max_seconds=float(
+                os.environ.get("STREAM_FOLLOW_MAX_SECONDS", cls.stream_follow_max_seconds)
             ),
             shield_fail_open=os.environ.get("SHIELD_FAIL_OPEN", "").lower() in ("1", "true", "yes"),
             shield_timeout_seconds=float(

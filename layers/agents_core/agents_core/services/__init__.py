@@ -54,6 +54,19 @@ class Services:
         )
 
     @cached_property
+    def streams(self):
+        """The stored logs of streamed responses and turns: recorders and followers."""
+        from ..store.stream_events import StreamEventStore
+        from .streams import StreamLog
+
+        store = StreamEventStore(
+            self.dynamodb,
+            self.settings.table_name,
+            retention_seconds=self.settings.stream_retention_seconds,
+        )
+        return StreamLog(store, self.settings)
+
+    @cached_property
     def conversations(self):
         """Conversations and their items (OpenAI Conversations API)."""
         from .conversations import ConversationService

@@ -152,3 +152,40 @@ def item_parts_prefix(seq: int, token: str) -> str:
     """Parts of a large item, apart from the items (a page of items reads no parts) and
     named by their writer's token (a writer that lost a race never overwrites a winner's)."""
     return f"{ITEM_PART_PREFIX}{seq:010d}#{token}#"
+
+
+# --- stream events (rejoinable SSE streams) ----------------------------------------------
+
+#: Stream event items sort before everything a session or response read asks for (`SESSION`,
+#: `STEP#`, `TURN#`, `RESPONSE`, `CONTEXT`), in the partition of what they belong to, so a
+#: delete of the response or session takes them along.
+EVENT_PREFIX = "EVENT#"
+
+
+def response_events_prefix() -> str:
+    """A response's events, in its own partition (`response_pk`)."""
+    return EVENT_PREFIX
+
+
+def turn_events_prefix(turn_id: str) -> str:
+    """A turn's events, in its session's partition (`session_pk`), one turn apart from the next."""
+    return f"{EVENT_PREFIX}{turn_id}#"
+
+
+def event_sk(prefix: str, seq: int) -> str:
+    """The item holding frames from `seq` on (a batch, or the parts of one large frame at
+    `{event_sk}#{n:04d}`); the stream's end mark is `{prefix}~`, after every number."""
+    return f"{prefix}{seq:010d}"
+
+
+def event_part_sk(prefix: str, seq: int, n: int) -> str:
+    return f"{event_sk(prefix, seq)}#{n:04d}"
+
+
+def events_end_sk(prefix: str) -> str:
+    return f"{prefix}~"
+
+
+def is_event_part(sk: str) -> bool:
+    """A part of a large frame (`{event_sk}#{n:04d}`); a turn's prefix has a `#` of its own."""
+    return sk[-5:-4] == "#"

@@ -7,6 +7,8 @@ from typing import Annotated
 from fastapi import Path, Response
 from pydantic import BaseModel
 
+from ..errors import InvalidRequest
+
 #: Ids are ours (UUIDs) or a migrated client's; '#' and other separators never reach a key.
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 
@@ -31,6 +33,21 @@ def canonical(path: str) -> str:
         if path == alias or path.startswith(alias + "/"):
             return prefix + path[len(alias) :]
     return path
+
+
+def rejoin_point(starting_after: int | None, last_event_id: str | None) -> int:
+    """The sequence number a rejoined stream starts after (-1: from its start). `Last-Event-ID`
+    wins over `starting_after`: a browser's EventSource reconnects to the URL it first opened,
+    `starting_after` and all, with the id of the last event it received."""
+    if last_event_id is not None and last_event_id.strip():
+        try:
+            after = int(last_event_id.strip())
+        except ValueError:
+            raise InvalidRequest("Last-Event-ID must be an event's id (an integer)") from None
+        if after < -1:
+            raise InvalidRequest("Last-Event-ID must be -1 or more")
+        return after
+    return -1 if starting_after is None else starting_after
 
 
 def json_response(model: BaseModel, status_code: int = 200) -> Response:

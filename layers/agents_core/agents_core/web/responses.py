@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Header, Path, Query, Response
 
 from ..api.common import Order
 from ..api.responses import (
@@ -15,9 +17,11 @@ from ..api.responses import (
     OpenAIDeleteResponseObject,
     OpenAIResponseObject,
 )
-from .common import ID_PATTERN, json_response
+from ..errors import InvalidRequest, NotFound
+from ..services.streams import Frame, StreamKey, response_frame
+from .common import ID_PATTERN, json_response, rejoin_point
 from .deps import Svc, Tenant
-from .sse import sse_response
+from .sse import STREAM_DOC, follow_response, sse_response
 
 ResponseId = Annotated[str, Path(pattern=ID_PATTERN)]
 
@@ -31,12 +35,17 @@ async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc
         return json_response(queued)
     run = await svc.responses_engine.start(tenant, body)
     if run.stream:
-        return sse_response(run.events(), _frame)
+        # A response not stored (`store: false`) keeps nothing, its events included.
+        recorder = (
+            svc.streams.recorder(tenant, StreamKey.response(run.response.id)) if run.store else None
+        )
+        return sse_response(_frames(run.events()), recorder)
     return json_response(await run.result())  # RunFailed: the error handler answers
 
 
-def _frame(event: Any) -> str:
-    return f"event: {event.type}\ndata: {event.model_dump_json()}\n\n"
+async def _frames(events: AsyncIterator[Any]) -> AsyncIterator[Frame]:
+    async for event in events:
+        yield response_frame(event)
 
 
 @router.get("", responses={200: {"model": ListOpenAIResponseObject}})
@@ -61,10 +70,63 @@ def list_responses(
     )
 
 
-@router.get("/{response_id}", responses={200: {"model": OpenAIResponseObject}})
-def get_response(response_id: ResponseId, tenant: Tenant, svc: Svc) -> Response:
-    stored = svc.responses.get(tenant, response_id)
-    return json_response(OpenAIResponseObject.model_validate(stored.model_dump(exclude={"input"})))
+#: A response still running: its stream may grow.
+_RUNNING = ("queued", "in_progress")
+
+
+@router.get(
+    "/{response_id}",
+    responses={
+        200: {
+            "model": OpenAIResponseObject,
+            **STREAM_DOC,
+            "description": (
+                "The response; with `stream=true`, its events after `starting_after` (or"
+                " `Last-Event-ID`) as Server-Sent Events, replayed from the store and followed"
+                " to the run's end"
+            ),
+        }
+    },
+)
+async def get_response(
+    response_id: ResponseId,
+    tenant: Tenant,
+    svc: Svc,
+    stream: bool = False,
+    starting_after: Annotated[int | None, Query(ge=-1)] = None,
+    include: Annotated[list[str] | None, Query(max_length=32)] = None,
+    include_obfuscation: bool | None = None,
+    last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+) -> Response:
+    """`include` and `include_obfuscation` are accepted (the openai SDK may send them) and
+    change nothing: events are replayed as they were sent."""
+    if not stream:
+        stored = await asyncio.to_thread(svc.responses.get, tenant, response_id)
+        public = stored.model_dump(exclude={"input"})
+        return json_response(OpenAIResponseObject.model_validate(public))
+    after = rejoin_point(starting_after, last_event_id)
+    key = StreamKey.response(response_id)
+
+    async def status() -> str | None:
+        try:
+            return (await asyncio.to_thread(svc.responses.get, tenant, response_id)).status
+        except NotFound:  # not stored yet: a response is stored when it ends
+            return None
+
+    async def alive() -> bool:
+        now = await status()
+        return now is None or now in _RUNNING
+
+    now, last = await asyncio.gather(status(), svc.streams.last_sequence(tenant, key))
+    if last < 0:
+        if now is None:
+            raise NotFound(f"Response {response_id} not found")
+        if now not in _RUNNING:
+            raise InvalidRequest(
+                f"Response {response_id} has no stored events (it was not streamed, or they are"
+                " past their retention): GET it without stream"
+            )
+    return follow_response(svc.streams.follow(tenant, key, after, alive=alive))
 
 
 @router.post("/{response_id}/cancel", responses={200: {"model": OpenAIResponseObject}})

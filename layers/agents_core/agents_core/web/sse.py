@@ -1,4 +1,5 @@
-"""Server-Sent Events from an engine's event stream."""
+"""Server-Sent Events: a run's frames as they are produced (and recorded, so a client can
+rejoin), or a stored stream followed."""
 
 from __future__ import annotations
 
@@ -8,32 +9,67 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
+from ..services.streams import Frame, StreamRecorder, encode_frame
+
 _running: set[asyncio.Task] = set()
 
+_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
-def sse_response(events: AsyncIterator[Any], encode: Callable[[Any], str]) -> StreamingResponse:
-    """`encode(event)` per event, as `text/event-stream`. The events are produced in their own
-    task: a client that goes away does not stop the work, which finishes and is stored."""
+#: The OpenAPI entry of a route's stream (`responses={200: STREAM_DOC}`).
+STREAM_DOC: dict[str, Any] = {
+    "description": (
+        "Server-Sent Events: each event's `id:` is its sequence number; send it back as"
+        " `starting_after` or `Last-Event-ID` to rejoin after it"
+    ),
+    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+}
+
+
+def sse_response(
+    frames: AsyncIterator[Frame],
+    recorder: StreamRecorder | None = None,
+    *,
+    ended: Callable[[], bool] = lambda: True,
+) -> StreamingResponse:
+    """The frames as `text/event-stream`, each with its `id:`. They are produced in their own
+    task: a client that goes away does not stop the work, which finishes, is stored, and goes
+    on being recorded (`recorder`, None for a stream nobody can rejoin). `ended()`, asked when
+    the frames stop: whether the stream is over (False: it goes on later, as a paused turn's)."""
     return StreamingResponse(
-        _frames(events, encode),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        _live(frames, recorder, ended), media_type="text/event-stream", headers=_HEADERS
     )
 
 
-async def _frames(events: AsyncIterator[Any], encode: Callable[[Any], str]) -> AsyncIterator[bytes]:
+def follow_response(frames: AsyncIterator[Frame]) -> StreamingResponse:
+    """A followed stream: it ends when the client goes (nothing runs on its behalf)."""
+    return StreamingResponse(
+        (encode_frame(frame).encode() async for frame in frames),
+        media_type="text/event-stream",
+        headers=_HEADERS,
+    )
+
+
+async def _live(
+    frames: AsyncIterator[Frame], recorder: StreamRecorder | None, ended: Callable[[], bool]
+) -> AsyncIterator[bytes]:
     queue: asyncio.Queue = asyncio.Queue()
     done = object()
 
     async def pump() -> None:
         try:
-            async for event in events:
-                await queue.put(event)
+            async for frame in frames:
+                if recorder is not None:
+                    recorder.add(frame)
+                await queue.put(frame)
         finally:
+            # The end is written before the client's stream ends: a Lambda may be frozen
+            # once its answer is complete.
+            if recorder is not None:
+                await recorder.close(final=ended())
             await queue.put(done)
 
     task = asyncio.create_task(pump())
     _running.add(task)
     task.add_done_callback(_running.discard)
-    while (event := await queue.get()) is not done:
-        yield encode(event).encode()
+    while (frame := await queue.get()) is not done:
+        yield encode_frame(frame).encode()

@@ -1,18 +1,25 @@
-"""Routes of the turns and resume functions: create a turn, resume one (streamed or not)."""
+"""Routes of the turns and resume functions: create a turn, resume one (streamed or not), and
+rejoin a turn's stream (an extension of the v0.2.14 contract)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Header, Query, Response
 
 from ..api.agents import CreateAgentTurnRequest, ResumeAgentTurnRequest, Turn
+from ..domain import AWAITING_INPUT
 from ..engine.turns import TurnRun
-from ..errors import RunFailed
-from .common import AgentId, SessionId, TurnId, json_response
+from ..errors import InvalidRequest, NotFound, RunFailed
+from ..log import logger
+from ..services import Services
+from ..services.streams import Frame, StreamKey
+from .common import AgentId, SessionId, TurnId, json_response, rejoin_point
 from .deps import Provider, Svc, Tenant
-from .sse import sse_response
+from .sse import STREAM_DOC, follow_response, sse_response
 
 turns_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
 resume_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
@@ -31,7 +38,7 @@ async def create_turn(
     provider_data: Provider,
 ) -> Response:
     run = await svc.engine.start_turn(tenant, agent_id, session_id, body, provider_data)
-    return await _answer(run)
+    return await _answer(run, svc)
 
 
 @resume_router.post(
@@ -47,30 +54,102 @@ async def resume_turn(
     svc: Svc,
     provider_data: Provider,
 ) -> Response:
-    run = await svc.engine.resume_turn(
-        tenant,
-        agent_id,
-        session_id,
-        turn_id,
-        body.tool_responses,
-        bool(body.stream),
-        provider_data=provider_data,
-    )
-    return await _answer(run)
+    # A resumed turn's stream goes on with the turn's numbering: read while the engine starts.
+    stream = StreamKey.turn(session_id, turn_id)
+    last = asyncio.ensure_future(svc.streams.last_sequence(tenant, stream)) if body.stream else None
+    try:
+        run = await svc.engine.resume_turn(
+            tenant,
+            agent_id,
+            session_id,
+            turn_id,
+            body.tool_responses,
+            bool(body.stream),
+            provider_data=provider_data,
+        )
+    except BaseException:
+        if last is not None:
+            last.cancel()
+        raise
+    start: int | None = 0
+    if last is not None:
+        try:
+            start = await last + 1
+        except Exception:  # the turn runs and streams all the same, unrecorded
+            logger.exception("turn stream's last event not read", extra={"turn_id": turn_id})
+            start = None
+    return await _answer(run, svc, start)
 
 
-async def _answer(run: TurnRun) -> Response:
+async def _answer(run: TurnRun, svc: Services, start: int | None = 0) -> Response:
+    """`start`: the index of the stream's first event; None: not recorded."""
     if run.stream:
-        return sse_response(run.events(), _frame)
+        tenant, turn = run.lock.tenant, run.turn
+        recorder = (
+            svc.streams.recorder(tenant, StreamKey.turn(turn.session_id, turn.turn_id))
+            if start is not None
+            else None
+        )
+        return sse_response(
+            _frames(run.events(), start or 0),
+            recorder,
+            ended=lambda: run.state.status != AWAITING_INPUT,  # a paused turn's stream goes on
+        )
     return json_response(await run.result())  # RunFailed: the error handler answers
 
 
-def _frame(item: Any) -> str:
-    """`data: <chunk>`, or at the end Llama Stack's `data: {"error": ...}`."""
-    if isinstance(item, RunFailed):
-        error = {"message": item.message, "status": item.status, **item.ids}
-        return f"data: {json.dumps({'error': error})}\n\n"
-    return f"data: {item.model_dump_json()}\n\n"
+async def _frames(items: AsyncIterator[Any], start: int) -> AsyncIterator[Frame]:
+    """`data: <chunk>` per event, or at the end Llama Stack's `data: {"error": ...}`; the
+    frame's id is the event's index in the turn's stream."""
+    seq = start
+    async for item in items:
+        if isinstance(item, RunFailed):
+            error = {"message": item.message, "status": item.status, **item.ids}
+            data = json.dumps({"error": error})
+        else:
+            data = item.model_dump_json()
+        yield Frame(seq, None, data)
+        seq += 1
+
+
+@turns_router.get(
+    "/{agent_id}/session/{session_id}/turn/{turn_id}/stream",
+    responses={200: STREAM_DOC},
+    response_class=Response,
+)
+async def rejoin_turn_stream(
+    agent_id: AgentId,
+    session_id: SessionId,
+    turn_id: TurnId,
+    tenant: Tenant,
+    svc: Svc,
+    starting_after: Annotated[int | None, Query(ge=-1)] = None,
+    last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+) -> Response:
+    """The turn's stream (`data: <AgentTurnResponseStreamChunk>` with `id:` lines) after the
+    event index `starting_after` (or `Last-Event-ID`, which wins), replayed from the store and
+    followed to the turn's end or pause. An extension of the v0.2.14 contract."""
+    after = rejoin_point(starting_after, last_event_id)
+    stream = StreamKey.turn(session_id, turn_id)
+    store = svc.streams.store
+
+    async def running() -> bool:
+        return await asyncio.to_thread(store.turn_running, tenant, agent_id, session_id, turn_id)
+
+    async def alive() -> bool:
+        try:
+            return await running()
+        except NotFound:  # the session was deleted
+            return False
+
+    is_running, last = await asyncio.gather(running(), svc.streams.last_sequence(tenant, stream))
+    if last < 0 and not is_running:
+        await asyncio.to_thread(svc.turns.get_turn, tenant, agent_id, session_id, turn_id)
+        raise InvalidRequest(
+            f"Turn {turn_id} has no stored stream (it was not streamed, or its events are past"
+            " their retention): read it with GET .../turn/{turn_id}"
+        )
+    return follow_response(svc.streams.follow(tenant, stream, after, alive=alive))
 
 
 queue_router = APIRouter(tags=["Internal"])

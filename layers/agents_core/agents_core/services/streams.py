@@ -1,0 +1,219 @@
+"""Streams that can be rejoined: every SSE frame a streamed response or turn sends is recorded
+in the table as it is sent, and a client that lost its connection follows the stored log from
+the last event it had, on to the live run's end.
+
+The producer records through a `StreamRecorder`: `add` only buffers (the stream is never slowed
+by a write); a background task writes the buffer once it is `STREAM_FLUSH_SECONDS` old (the
+first frame at once, so a stream is rejoinable from its start), or sooner when it nears an
+item's size, so a stream costs a few writes a second, not one per delta. A follower (`follow`)
+in any Lambda polls the table every `STREAM_POLL_SECONDS` for frames after the last it yielded
+until it reads the end mark; while nothing new comes it asks the caller's `alive()` every
+`STREAM_ALIVE_CHECK_SECONDS`, and it stops after `STREAM_FOLLOW_MAX_SECONDS` in any case.
+
+    recorder = services.streams.recorder(tenant, StreamKey.response(response_id))
+    recorder.add(response_frame(event))      # per event, as it is sent
+    await recorder.close()                   # flush; marks the end
+
+    async for frame in services.streams.follow(tenant, key, after=41, alive=still_running):
+        yield encode_frame(frame)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import metrics
+from ..log import logger
+from ..settings import Settings
+from ..store import keys
+from ..store.stream_events import ITEM_PAYLOAD_BYTES, Frame, StreamEventStore, Where
+
+__all__ = [
+    "Frame",
+    "StreamKey",
+    "StreamLog",
+    "StreamRecorder",
+    "encode_frame",
+    "response_frame",
+]
+
+#: Characters buffered that make the recorder write at once (a flush then fits an item or two).
+_FLUSH_CHARS = ITEM_PAYLOAD_BYTES // 2
+
+
+@dataclass(frozen=True)
+class StreamKey:
+    """Which stream: a response's, or a turn's (one stream across the turn's pauses)."""
+
+    kind: str
+    owner: str  # the response id, or the turn's session id
+    turn_id: str = ""
+
+    @classmethod
+    def response(cls, response_id: str) -> StreamKey:
+        return cls("response", response_id)
+
+    @classmethod
+    def turn(cls, session_id: str, turn_id: str) -> StreamKey:
+        return cls("turn", session_id, turn_id)
+
+    def where(self, tenant: str) -> Where:
+        if self.kind == "response":
+            return Where(keys.response_pk(tenant, self.owner), keys.response_events_prefix())
+        return Where(keys.session_pk(tenant, self.owner), keys.turn_events_prefix(self.turn_id))
+
+
+def response_frame(event: Any) -> Frame:
+    """An engine Responses stream event as the frame sent for it."""
+    return Frame(seq=event.sequence_number, event=event.type, data=event.model_dump_json())
+
+
+def encode_frame(frame: Frame) -> str:
+    """The SSE text of a frame; its `id:` is the sequence number a client rejoins after."""
+    head = f"id: {frame.seq}\n" + (f"event: {frame.event}\n" if frame.event is not None else "")
+    data = "".join(f"data: {line}\n" for line in frame.data.split("\n"))
+    return f"{head}{data}\n"
+
+
+class StreamLog:
+    """Recorders and followers of the stored streams."""
+
+    def __init__(self, store: StreamEventStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+
+    def recorder(self, tenant: str, stream: StreamKey) -> StreamRecorder:
+        return StreamRecorder(self.store, stream.where(tenant), self.settings.stream_flush_seconds)
+
+    async def last_sequence(self, tenant: str, stream: StreamKey) -> int:
+        """The highest sequence number stored; -1 when nothing is."""
+        return await asyncio.to_thread(self.store.last_sequence, stream.where(tenant))
+
+    async def follow(
+        self,
+        tenant: str,
+        stream: StreamKey,
+        after: int,
+        *,
+        alive: Callable[[], Awaitable[bool]],
+    ) -> AsyncIterator[Frame]:
+        """Each stored frame with seq > `after`, once and in order, then the live run's frames
+        as they are stored, until the end mark; or until `alive()` says the run is over and a
+        last grace period brought no end mark; or until the overall bound."""
+        s = self.settings
+        where = stream.where(tenant)
+        now = time.monotonic()
+        deadline = now + s.stream_follow_max_seconds
+        cursor = await asyncio.to_thread(self.store.start, where, after)
+        last = after
+        asked = now  # when alive() was last asked, or something new last came
+        gone_at: float | None = None  # when alive() said the run is over
+        while True:
+            page = await asyncio.to_thread(self.store.read, where, cursor)
+            cursor = page.cursor
+            for frame in page.frames:
+                if frame.seq > last:
+                    last = frame.seq
+                    yield frame
+            if page.final:
+                return
+            now = time.monotonic()
+            if page.frames:
+                asked = now
+            elif gone_at is not None:
+                # The run ended: its last flush (with the end mark) lands within moments.
+                if now - gone_at >= s.stream_flush_seconds * 2 + 1:
+                    return
+            elif now - asked >= s.stream_alive_check_seconds:
+                asked = now
+                if not await alive():
+                    gone_at = now
+            if now >= deadline:
+                logger.info("stream follower reached its bound", extra={"after": last})
+                return
+            await asyncio.sleep(s.stream_poll_seconds)
+
+
+class StreamRecorder:
+    """Buffers a stream's frames and writes them in the background, a write per flush. A write
+    that fails is logged and counted (`StreamEventsNotStored`) and its frames are skipped: the
+    live stream goes on, and a follower sees a gap in the sequence numbers there."""
+
+    def __init__(self, store: StreamEventStore, where: Where, flush_seconds: float) -> None:
+        self._store = store
+        self._where = where
+        self._flush_seconds = flush_seconds
+        self._buffer: list[Frame] = []
+        self._chars = 0
+        self._oldest = 0.0
+        self._first = True  # the first frame is written at once
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._closing = False
+        self._final = True
+        self.writes = 0  # requests made (for the benchmark and tests)
+
+    def add(self, frame: Frame) -> None:
+        """Buffer `frame` (called inside the event loop; never waits)."""
+        if self._closing:
+            logger.warning("frame added to a closed stream recorder", extra={"seq": frame.seq})
+            return
+        if not self._buffer:
+            self._oldest = time.monotonic()
+            self._wake.set()
+        self._buffer.append(frame)
+        self._chars += len(frame.data)
+        if self._chars >= _FLUSH_CHARS or self._first:
+            self._first = False
+            self._wake.set()
+            self._oldest = -self._flush_seconds  # due now
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self, *, final: bool = True) -> None:
+        """Write what is left; `final` marks the stream ended (False: a run continued in
+        another invocation, whose recorder appends after `StreamLog.last_sequence`)."""
+        if self._closing:
+            return
+        self._closing, self._final = True, final
+        if self._task is None:
+            if final:
+                await self._flush(final=True)
+            return
+        self._wake.set()
+        await self._task
+
+    async def _run(self) -> None:
+        while not self._closing:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._buffer and not self._closing:
+                delay = self._oldest + self._flush_seconds - time.monotonic()
+                if delay <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                    self._wake.clear()
+                except TimeoutError:
+                    break
+            if self._buffer and not self._closing:
+                await self._flush(final=False)
+        await self._flush(final=self._final)
+
+    async def _flush(self, *, final: bool) -> None:
+        frames, self._buffer, self._chars = self._buffer, [], 0
+        if not frames and not final:
+            return
+        try:
+            items = self._store.items(self._where, frames, final=final)
+            self.writes += await asyncio.to_thread(self._store.write, items)
+        except Exception:  # the live stream goes on; the log has a gap
+            logger.exception(
+                "stream events not stored",
+                extra={"first": frames[0].seq if frames else None, "frames": len(frames)},
+            )
+            metrics.count("StreamEventsNotStored")

@@ -1,0 +1,250 @@
+"""The stored log of a streamed response's or turn's SSE events, so a client can rejoin it.
+
+A stream lives in the partition of what it belongs to (a response's, or its turn's session's),
+under sort keys `EVENT#...` (see `keys.event_sk`): deleting the response or the session deletes
+its events, and no response, session or turn read reaches them. Each item is one write of the
+recorder, holding the frames from its first sequence number on (`frames`, a list of
+[seq, event, data]; `last_seq`, the highest). A frame too large for an item is stored as binary
+parts `{event_sk}#{n:04d}`, each naming the count (`parts`); the end of the stream is `final` on
+the last item written, or an item of its own at `{prefix}~`. Every item expires
+(`expires_at`) with the stream's retention.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..domain import RUNNING
+from . import keys
+from .schema import TTL_ATTRIBUTE
+from .sessions import read_session_head
+from .table import Table, expired, key
+
+#: Bytes of frame payload in one item (DynamoDB's limit is 400 KB, names and numbers included).
+ITEM_PAYLOAD_BYTES = 350 * 1024
+#: Per frame, besides its data and event name: the list wrapping and the sequence number.
+_FRAME_OVERHEAD = 24
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One SSE event as sent: `id: {seq}`, `event: {event}` when not None, `data: {data}`."""
+
+    seq: int
+    event: str | None
+    data: str
+
+
+@dataclass(frozen=True)
+class Where:
+    """A stream's place in the table: its partition and its sort-key prefix."""
+
+    pk: str
+    prefix: str
+
+
+@dataclass
+class Page:
+    """What a read found after a cursor: whole frames in order, whether the end mark was among
+    them, and the cursor to read on from (the low bound of the next read)."""
+
+    frames: list[Frame]
+    final: bool
+    cursor: str
+
+
+def frame_size(frame: Frame) -> int:
+    return len(frame.data.encode()) + len((frame.event or "").encode()) + _FRAME_OVERHEAD
+
+
+class StreamEventStore:
+    def __init__(self, client: Any, table_name: str, *, retention_seconds: int) -> None:
+        self._t = Table(client, table_name)
+        self.retention_seconds = retention_seconds
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def items(self, where: Where, frames: list[Frame], *, final: bool) -> list[dict[str, Any]]:
+        """The items of one flush: frames packed in order into items under the size limit, a
+        frame too large for one item in parts; `final` on the last (or an end mark alone)."""
+        expires = {TTL_ATTRIBUTE: {"N": str(int(time.time()) + self.retention_seconds)}}
+        out: list[dict[str, Any]] = []
+        batch: list[Frame] = []
+        size = 0
+
+        def close_batch() -> None:
+            nonlocal batch, size
+            if batch:
+                out.append(
+                    {
+                        **key(where.pk, keys.event_sk(where.prefix, batch[0].seq)),
+                        "frames": {"L": [_frame_value(f) for f in batch]},
+                        "last_seq": {"N": str(batch[-1].seq)},
+                        **expires,
+                    }
+                )
+            batch, size = [], 0
+
+        for frame in frames:
+            fsize = frame_size(frame)
+            if fsize > ITEM_PAYLOAD_BYTES:
+                close_batch()
+                out.extend(self._parts(where, frame, expires))
+                continue
+            if size + fsize > ITEM_PAYLOAD_BYTES:
+                close_batch()
+            batch.append(frame)
+            size += fsize
+        close_batch()
+        if final:
+            if out:
+                out[-1]["final"] = {"BOOL": True}
+            else:
+                out.append(
+                    {**key(where.pk, keys.events_end_sk(where.prefix)), "final": {"BOOL": True}}
+                    | expires
+                )
+        return out
+
+    @staticmethod
+    def _parts(where: Where, frame: Frame, expires: dict[str, Any]) -> list[dict[str, Any]]:
+        data = frame.data.encode()
+        step = ITEM_PAYLOAD_BYTES - 1024
+        pieces = [data[i : i + step] for i in range(0, len(data), step)]
+        out = []
+        for n, piece in enumerate(pieces):
+            item = {
+                **key(where.pk, keys.event_part_sk(where.prefix, frame.seq, n)),
+                "piece": {"B": piece},
+                "parts": {"N": str(len(pieces))},
+                "last_seq": {"N": str(frame.seq)},
+                **expires,
+            }
+            if frame.event is not None:
+                item["event"] = {"S": frame.event}
+            out.append(item)
+        return out
+
+    def write(self, items: list[dict[str, Any]]) -> int:
+        """Write a flush's items, one after the other: a reader must never see an item before
+        the ones sorting ahead of it (a follower reads on from the last item it saw). A flush
+        is one item unless it passes an item's size. The number of requests made."""
+        for item in items:
+            self._t.client.put_item(TableName=self._t.name, Item=item)
+        return len(items)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def last_sequence(self, where: Where) -> int:
+        """The highest sequence number stored, -1 for none (the end mark sorts last and carries
+        none, so two items are read)."""
+        resp = self._t.client.query(
+            TableName=self._t.name,
+            KeyConditionExpression="PK = :pk AND SK BETWEEN :low AND :high",
+            ExpressionAttributeValues={
+                ":pk": {"S": where.pk},
+                ":low": {"S": where.prefix},
+                ":high": {"S": keys.events_end_sk(where.prefix)},
+            },
+            ProjectionExpression="last_seq",
+            ScanIndexForward=False,
+            Limit=2,
+            ConsistentRead=True,
+        )
+        seqs = [int(i["last_seq"]["N"]) for i in resp.get("Items", []) if "last_seq" in i]
+        return max(seqs, default=-1)
+
+    def start(self, where: Where, after: int) -> str:
+        """The cursor of a read of the frames after `after` (-1: from the first): the item that
+        holds `after + 1`, which may be a batch starting at or before `after`; else just past
+        the last item stored before it (the batch holding `after + 1` may not be written yet,
+        and will sort there: items are written in order, each starting after the last)."""
+        if after < 0:
+            return where.prefix
+        resp = self._t.client.query(
+            TableName=self._t.name,
+            KeyConditionExpression="PK = :pk AND SK BETWEEN :low AND :high",
+            ExpressionAttributeValues={
+                ":pk": {"S": where.pk},
+                ":low": {"S": where.prefix},
+                ":high": {"S": keys.event_sk(where.prefix, after)},
+            },
+            ProjectionExpression="SK, last_seq",
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        found = resp.get("Items", [])
+        if not found:
+            return where.prefix
+        sk, last = found[0]["SK"]["S"], int(found[0]["last_seq"]["N"])
+        if last > after:
+            return sk
+        if keys.is_event_part(sk):  # past every part of that frame
+            return keys.event_sk(where.prefix, last) + "~"
+        return sk + "~"
+
+    def read(self, where: Where, cursor: str) -> Page:
+        """Whole frames from `cursor` on, in order. A large frame whose parts are not all
+        written yet stops the page before it (the next read takes it whole)."""
+        items = self._t.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND SK BETWEEN :low AND :high",
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": where.pk},
+                    ":low": {"S": cursor},
+                    ":high": {"S": keys.events_end_sk(where.prefix)},
+                },
+                "ConsistentRead": True,
+            }
+        )
+        frames: list[Frame] = []
+        final = False
+        index = 0
+        while index < len(items):
+            item = items[index]
+            if expired(item):
+                break  # retention passed: what is left is going
+            if "parts" in item:
+                count = int(item["parts"]["N"])
+                group = items[index : index + count]
+                seq = int(item["last_seq"]["N"])
+                wanted = [keys.event_part_sk(where.prefix, seq, n) for n in range(count)]
+                if [p["SK"]["S"] for p in group] != wanted:
+                    break  # not all written yet
+                data = b"".join(p["piece"]["B"] for p in group).decode()
+                event = item["event"]["S"] if "event" in item else None
+                frames.append(Frame(seq, event, data))
+                index += count
+                last = group[-1]
+            else:
+                frames.extend(_frame_of(v) for v in item.get("frames", {}).get("L", []))
+                index += 1
+                last = item
+            cursor = last["SK"]["S"] + "~"
+            if last.get("final", {}).get("BOOL"):
+                final = True
+                break
+        return Page(frames, final, cursor)
+
+    def turn_running(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> bool:
+        """Whether the turn runs now: its session's lock names it, running, lease not passed
+        (a turn whose Lambda died is not running once its lease has passed)."""
+        head = read_session_head(self._t, tenant, agent_id, session_id)
+        return (
+            head.get("active_turn", {}).get("S") == turn_id
+            and head.get("active_state", {}).get("S") == RUNNING
+            and int(head.get("lease_until", {}).get("N", "0")) >= time.time()
+        )
+
+
+def _frame_value(frame: Frame) -> dict[str, Any]:
+    event = {"NULL": True} if frame.event is None else {"S": frame.event}
+    return {"L": [{"N": str(frame.seq)}, event, {"S": frame.data}]}
+
+
+def _frame_of(value: dict[str, Any]) -> Frame:
+    seq, event, data = value["L"]
+    return Frame(int(seq["N"]), event.get("S"), data["S"])

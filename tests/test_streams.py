@@ -1,0 +1,586 @@
+"""Streams that can be rejoined (issue 13, item 3): the stored event log, its recorder and its
+follower on moto; then, against the local server, clients that drop a stream mid-way and rejoin
+it with the openai SDK and with raw HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+
+import httpx
+import openai
+import pytest
+from agents_core.services import Services, build_services
+from agents_core.services.streams import (
+    Frame,
+    StreamKey,
+    StreamLog,
+    encode_frame,
+    response_frame,
+)
+from agents_core.settings import Settings
+from agents_core.store import keys
+from agents_core.store.items import item_size
+from agents_core.store.schema import TTL_ATTRIBUTE
+from agents_core.store.stream_events import StreamEventStore
+from agents_core.store.table import Table
+
+from .conftest import TABLE, agent_config
+from .lambda_support import ROOT
+from .local_server import running_server
+
+TENANT = "acme"
+
+FAST = dict(
+    stream_flush_seconds=0.05,
+    stream_poll_seconds=0.02,
+    stream_alive_check_seconds=0.1,
+    stream_follow_max_seconds=20.0,
+)
+
+
+def log_of(dynamodb, **settings) -> StreamLog:
+    s = Settings(table_name=TABLE, **{**FAST, **settings})
+    return build_services(s, dynamodb).streams
+
+
+def frames(first: int, count: int, size: int = 20) -> list[Frame]:
+    return [
+        Frame(seq, "response.output_text.delta", f'{{"n":{seq},"x":"{"a" * size}"}}')
+        for seq in range(first, first + count)
+    ]
+
+
+def event_items(dynamodb, pk: str) -> list[dict]:
+    return Table(dynamodb, TABLE).query_all(
+        {
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :e)",
+            "ExpressionAttributeValues": {":pk": {"S": pk}, ":e": {"S": keys.EVENT_PREFIX}},
+            "ConsistentRead": True,
+        }
+    )
+
+
+async def collect(log: StreamLog, stream: StreamKey, after: int = -1, alive=None) -> list[Frame]:
+    async def always() -> bool:
+        return True
+
+    return [f async for f in log.follow(TENANT, stream, after, alive=alive or always)]
+
+
+# --- the log, the recorder, the follower ----------------------------------------------------
+
+
+def test_two_hundred_frames_added_at_once_take_a_few_writes_not_one_each(dynamodb):
+    log = log_of(dynamodb, stream_flush_seconds=0.25)
+    stream = StreamKey.response("resp_1")
+
+    async def produce() -> int:
+        recorder = log.recorder(TENANT, stream)
+        for frame in frames(0, 200):
+            recorder.add(frame)
+            await asyncio.sleep(0)
+        await recorder.close()
+        return recorder.writes
+
+    writes = asyncio.run(produce())
+    stored = event_items(dynamodb, keys.response_pk(TENANT, "resp_1"))
+    assert writes == len(stored) <= 3  # the first frame at once, the rest at the close
+    assert [f.seq for f in asyncio.run(collect(log, stream))] == list(range(200))
+
+
+def test_a_paced_stream_is_written_once_per_flush_interval_at_most(dynamodb):
+    log = log_of(dynamodb, stream_flush_seconds=0.1)
+    stream = StreamKey.response("resp_paced")
+
+    async def produce() -> tuple[int, float]:
+        recorder = log.recorder(TENANT, stream)
+        began = time.monotonic()
+        for frame in frames(0, 60):
+            recorder.add(frame)
+            await asyncio.sleep(0.01)
+        await recorder.close()
+        return recorder.writes, time.monotonic() - began
+
+    writes, took = asyncio.run(produce())
+    assert 2 <= writes <= took / 0.1 + 2  # one per interval, the first frame and the close
+    assert writes < 60 / 4
+
+
+def test_a_follower_gets_every_frame_once_in_order_across_flushes_and_ends_at_the_mark(dynamodb):
+    log = log_of(dynamodb)
+    stream = StreamKey.response("resp_live")
+
+    async def run() -> list[Frame]:
+        recorder = log.recorder(TENANT, stream)
+
+        async def produce() -> None:
+            for frame in frames(0, 40):
+                recorder.add(frame)
+                await asyncio.sleep(0.01)
+            await recorder.close()
+
+        producing = asyncio.create_task(produce())
+        await asyncio.sleep(0.05)  # the follower joins mid-stream
+        followed = await collect(log, stream)
+        await producing
+        return followed
+
+    followed = asyncio.run(run())
+    assert [f.seq for f in followed] == list(range(40))
+    assert followed == frames(0, 40)
+
+
+def test_a_follower_starts_after_the_frame_it_names_even_inside_a_stored_batch(dynamodb):
+    log = log_of(dynamodb, stream_flush_seconds=5)
+    stream = StreamKey.turn("sess", "turn-1")
+
+    async def produce() -> None:
+        recorder = log.recorder(TENANT, stream)
+        for frame in frames(0, 30):
+            recorder.add(frame)
+        await recorder.close()
+
+    asyncio.run(produce())
+    assert len(event_items(dynamodb, keys.session_pk(TENANT, "sess"))) == 1  # 0..29 together
+    for after in (-1, 0, 1, 17, 28, 29, 40):
+        seqs = [f.seq for f in asyncio.run(collect(log, stream, after))]
+        assert seqs == list(range(after + 1, 30)), after
+
+
+def test_a_follower_asking_past_what_is_stored_gets_the_batch_written_later_that_holds_it(dynamodb):
+    """Stored: frame 0. A follower asks for frames after 5; frames 1..10 come in one write."""
+    log = log_of(dynamodb)
+    where = StreamKey.response("resp_late").where(TENANT)
+    log.store.write(log.store.items(where, frames(0, 1), final=False))
+
+    async def run() -> list[Frame]:
+        following = asyncio.create_task(collect(log, StreamKey.response("resp_late"), 5))
+        await asyncio.sleep(0.1)
+        log.store.write(log.store.items(where, frames(1, 10), final=True))
+        return await following
+
+    assert [f.seq for f in asyncio.run(run())] == list(range(6, 11))
+
+
+def test_a_frame_stored_twice_is_yielded_once(dynamodb):
+    """A crashed producer's successor numbers after the highest stored frame, so seqs never
+    repeat; the follower does not rely on it."""
+    log = log_of(dynamodb)
+    where = StreamKey.response("resp_dup").where(TENANT)
+    store = log.store
+    store.write(store.items(where, frames(0, 5), final=False))
+    store.write(store.items(where, frames(3, 5), final=True))  # 3 and 4 again
+    seqs = [f.seq for f in asyncio.run(collect(log, StreamKey.response("resp_dup")))]
+    assert seqs == list(range(8))
+
+
+def test_a_follower_of_a_run_that_is_over_without_an_end_mark_stops_when_alive_says_so(dynamodb):
+    log = log_of(dynamodb)
+    stream = StreamKey.response("resp_dead")
+    asked = []
+
+    async def dead() -> bool:
+        asked.append(1)
+        return False
+
+    async def run() -> list[Frame]:
+        recorder = log.recorder(TENANT, stream)
+        for frame in frames(0, 3):
+            recorder.add(frame)
+        await recorder.close(final=False)  # the producer died (no end mark)
+        return await collect(log, stream, alive=dead)
+
+    assert [f.seq for f in asyncio.run(run())] == [0, 1, 2]
+    assert len(asked) == 1
+
+
+def test_a_follower_keeps_following_while_alive_says_the_run_goes_on(dynamodb):
+    log = log_of(dynamodb, stream_follow_max_seconds=0.6)
+    stream = StreamKey.response("resp_quiet")
+    asked = []
+
+    async def running() -> bool:
+        asked.append(1)
+        return True
+
+    async def run() -> list[Frame]:
+        recorder = log.recorder(TENANT, stream)
+        recorder.add(frames(0, 1)[0])
+        await recorder.close(final=False)
+        return await collect(log, stream, alive=running)
+
+    assert [f.seq for f in asyncio.run(run())] == [0]
+    assert len(asked) >= 2  # asked again and again, until the overall bound
+
+
+def test_a_frame_larger_than_an_item_is_stored_in_parts_and_followed_whole(dynamodb):
+    log = log_of(dynamodb)
+    stream = StreamKey.response("resp_big")
+    big = Frame(
+        1, "response.output_text.done", json.dumps({"text": "é" * 600_000}, ensure_ascii=False)
+    )
+
+    async def produce() -> None:
+        recorder = log.recorder(TENANT, stream)
+        recorder.add(frames(0, 1)[0])
+        recorder.add(big)
+        recorder.add(frames(2, 1)[0])
+        await recorder.close()
+
+    asyncio.run(produce())
+    items = event_items(dynamodb, keys.response_pk(TENANT, "resp_big"))
+    assert len(items) >= 5  # the first frame, 4 parts of 1.2 MB, the last frame
+    assert all(item_size(item) < 400 * 1024 for item in items)
+    followed = asyncio.run(collect(log, stream))
+    assert [f.seq for f in followed] == [0, 1, 2]
+    assert followed[1] == big
+
+
+def test_a_recorder_closed_unfinished_is_continued_by_another_and_followed_to_its_end(dynamodb):
+    log = log_of(dynamodb)
+    stream = StreamKey.turn("sess", "turn-2")
+
+    async def run() -> tuple[int, int, list[Frame]]:
+        first = log.recorder(TENANT, stream)
+        for frame in frames(0, 10):
+            first.add(frame)
+        await first.close(final=False)
+        last = await log.last_sequence(TENANT, stream)
+        second = log.recorder(TENANT, stream)
+        for frame in frames(last + 1, 10):
+            second.add(frame)
+        await second.close()
+        return last, await log.last_sequence(TENANT, stream), await collect(log, stream)
+
+    last, end, followed = asyncio.run(run())
+    assert (last, end) == (9, 19)
+    assert [f.seq for f in followed] == list(range(20))
+
+
+def test_nothing_stored_is_a_last_sequence_of_minus_one_and_other_tenants_see_nothing(dynamodb):
+    log = log_of(dynamodb)
+    stream = StreamKey.response("resp_mine")
+
+    async def run() -> tuple[int, int]:
+        recorder = log.recorder(TENANT, stream)
+        recorder.add(frames(0, 1)[0])
+        await recorder.close()
+        return await log.last_sequence(TENANT, stream), await log.last_sequence("other", stream)
+
+    assert asyncio.run(run()) == (0, -1)
+
+
+def test_every_event_item_expires_after_the_retention(dynamodb):
+    log = log_of(dynamodb, stream_retention_seconds=3600)
+    stream = StreamKey.response("resp_ttl")
+
+    async def produce() -> None:
+        recorder = log.recorder(TENANT, stream)
+        for frame in frames(0, 5):
+            recorder.add(frame)
+        await recorder.close()
+
+    asyncio.run(produce())
+    items = event_items(dynamodb, keys.response_pk(TENANT, "resp_ttl"))
+    assert items
+    for item in items:
+        assert abs(int(item[TTL_ATTRIBUTE]["N"]) - (time.time() + 3600)) < 60
+
+
+def test_a_failed_write_leaves_the_live_stream_going_and_skips_those_frames(dynamodb):
+    log = log_of(dynamodb)
+
+    class Failing(StreamEventStore):
+        calls = 0
+
+        def write(self, items):
+            Failing.calls += 1
+            if Failing.calls == 1:
+                raise RuntimeError("DynamoDB is away")
+            return super().write(items)
+
+    log.store = Failing(dynamodb, TABLE, retention_seconds=60)
+    stream = StreamKey.response("resp_fail")
+
+    async def produce() -> None:
+        recorder = log.recorder(TENANT, stream)
+        for frame in frames(0, 4):
+            recorder.add(frame)  # never raises
+            await asyncio.sleep(0.01)  # the first frame is written alone, at once
+        await recorder.close()  # nor does this
+
+    asyncio.run(produce())
+    assert [f.seq for f in asyncio.run(collect(log, stream))] == [1, 2, 3]  # 0's write failed
+
+
+def test_frames_are_sent_with_their_sequence_number_as_the_sse_id():
+    assert encode_frame(Frame(7, "response.created", '{"a":1}')) == (
+        'id: 7\nevent: response.created\ndata: {"a":1}\n\n'
+    )
+    assert encode_frame(Frame(0, None, "{}")) == "id: 0\ndata: {}\n\n"
+
+    class Event:
+        sequence_number, type = 3, "response.completed"
+
+        def model_dump_json(self) -> str:
+            return "{}"
+
+    assert response_frame(Event()) == Frame(3, "response.completed", "{}")
+
+
+# --- where the events live: deleted with their response or session ------------------------
+
+
+@pytest.fixture
+def app(dynamodb):
+    from agents_core.web.agents import router as agents_router
+    from agents_core.web.app import create_app
+    from agents_core.web.responses import router as responses_router
+    from agents_core.web.turns import resume_router, turns_router
+    from fastapi.testclient import TestClient
+
+    services = Services(Settings(table_name=TABLE, **FAST), dynamodb=dynamodb)
+    routers = (agents_router, turns_router, resume_router, responses_router)
+    return TestClient(create_app(*routers, services=services), raise_server_exceptions=False)
+
+
+def test_a_streamed_turn_is_recorded_apart_from_the_session_read_and_deleted_with_it(app, dynamodb):
+    agent = app.post("/v1/agents", json={"agent_config": agent_config(model="offline")}).json()
+    agent_id = agent["agent_id"]
+    session_id = app.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"}).json()[
+        "session_id"
+    ]
+    url = f"/v1/agents/{agent_id}/session/{session_id}/turn"
+    body = {"messages": [{"role": "user", "content": "hello there"}], "stream": True}
+    with app.stream("POST", url, json=body) as resp:
+        lines = [line for line in resp.iter_lines() if line]
+    ids = [int(line[4:]) for line in lines if line.startswith("id: ")]
+    chunks = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    assert ids == list(range(len(chunks))) and len(chunks) >= 3
+    turn_id = chunks[-1]["event"]["payload"]["turn"]["turn_id"]
+    pk = keys.session_pk("default", session_id)
+    assert event_items(dynamodb, pk)
+    session = app.get(f"/v1/agents/{agent_id}/session/{session_id}").json()
+    assert [t["turn_id"] for t in session["turns"]] == [turn_id]
+
+    with app.stream("GET", f"{url}/{turn_id}/stream?starting_after=1") as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        replay = [json.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: ")]
+    assert replay == chunks[2:]
+
+    assert app.delete(f"/v1/agents/{agent_id}/session/{session_id}").status_code == 204
+    assert event_items(dynamodb, pk) == []
+
+
+def test_a_streamed_response_is_recorded_and_deleted_with_it_and_an_unstored_one_is_not(
+    app, dynamodb
+):
+    body = {"model": "offline", "input": "hi", "stream": True}
+    with app.stream("POST", "/v1/openai/v1/responses", json=body) as resp:
+        lines = [line for line in resp.iter_lines() if line.startswith("data: ")]
+    response_id = json.loads(lines[0][6:])["response"]["id"]
+    pk = keys.response_pk("default", response_id)
+    assert event_items(dynamodb, pk)
+    assert app.get(f"/v1/openai/v1/responses/{response_id}").json()["id"] == response_id
+    assert app.delete(f"/v1/openai/v1/responses/{response_id}").status_code == 200
+    assert event_items(dynamodb, pk) == []
+
+    with app.stream("POST", "/v1/openai/v1/responses", json={**body, "store": False}) as resp:
+        lines = [line for line in resp.iter_lines() if line.startswith("data: ")]
+    unstored = json.loads(lines[0][6:])["response"]["id"]
+    assert event_items(dynamodb, keys.response_pk("default", unstored)) == []
+    rejoin = app.get(f"/v1/openai/v1/responses/{unstored}?stream=true")
+    assert rejoin.status_code == 404
+
+
+def test_rejoining_a_response_that_was_not_streamed_or_with_a_bad_last_event_id_is_a_400(app):
+    created = app.post("/v1/openai/v1/responses", json={"model": "offline", "input": "hi"}).json()
+    url = f"/v1/openai/v1/responses/{created['id']}"
+    resp = app.get(f"{url}?stream=true")
+    assert resp.status_code == 400 and "not streamed" in resp.json()["detail"]
+    resp = app.get(f"{url}?stream=true", headers={"Last-Event-ID": "abc"})
+    assert resp.status_code == 400
+    assert app.get(url).json()["id"] == created["id"]  # without stream: the object
+
+
+# --- end to end: clients that drop a stream and rejoin it, against the local server ---------
+
+TEXT = " ".join(f"word{n}" for n in range(40))
+
+
+def _key(port: int, tenant: str) -> str:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "api_keys.py"),
+            "--local",
+            str(port),
+            "create",
+            tenant,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["key"]
+
+
+@pytest.fixture(scope="module")
+def server(model):
+    """The local server with Bearer keys (two tenants), the scripted model behind it."""
+    with running_server({"LOCAL_AUTH": "keys", "OPENAI_BASE_URL": model.url}) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        yield base, _key(port, "acme"), _key(port, "globex")
+
+
+@pytest.fixture
+def sdk(server, model):
+    model.reset()
+    base, key, _ = server
+    return openai.OpenAI(base_url=f"{base}/v1/openai/v1", api_key=key, max_retries=0)
+
+
+def sse_events(lines) -> list[dict]:
+    """SSE events (id, event, data) from a stream's lines, as an EventSource reads them."""
+    events, current = [], {}
+    for line in lines:
+        if not line:
+            if current:
+                events.append(current)
+            current = {}
+            continue
+        field, _, value = line.partition(": ")
+        current[field] = value
+    return events
+
+
+def first_events(response: httpx.Response, count: int) -> list[dict]:
+    """The first `count` events of a stream, then the connection dropped."""
+    events, current = [], {}
+    for line in response.iter_lines():
+        if not line:
+            events.append(current)
+            current = {}
+            if len(events) == count:
+                break
+            continue
+        field, _, value = line.partition(": ")
+        current[field] = value
+    response.close()
+    return events
+
+
+def summary(events) -> list[tuple[str, str]]:
+    """What a stream says, without the ids and times that differ between two runs."""
+    return [(e.type, getattr(e, "delta", "") or "") for e in events]
+
+
+def test_a_response_dropped_mid_stream_is_rejoined_with_the_sdk_and_the_rest_comes_once(sdk, model):
+    model.reply(text=TEXT, chunks=40, pace=0.05)
+    stream = sdk.responses.create(model="m", input="count", stream=True)
+    head = []
+    for event in stream:
+        head.append(event)
+        if event.type == "response.output_text.delta" and len(head) >= 8:
+            break
+    stream.close()  # the client goes away mid-answer
+    response_id = head[0].response.id
+    rest = list(
+        sdk.responses.retrieve(response_id, stream=True, starting_after=head[-1].sequence_number)
+    )
+    assert any(e.type == "response.output_text.delta" for e in rest)  # dropped mid-way indeed
+    union = head + rest
+    assert [e.sequence_number for e in union] == list(range(len(union)))
+    assert union[-1].type == "response.completed"
+    assert union[-1].response.output_text == TEXT
+
+    model.reply(text=TEXT, chunks=40)
+    whole = list(sdk.responses.create(model="m", input="count", stream=True))
+    assert summary(union) == summary(whole)
+    assert summary(sdk.responses.retrieve(response_id, stream=True)) == summary(whole)
+
+
+def test_last_event_id_rejoins_a_response_with_raw_http_and_wins_over_starting_after(server, model):
+    base, key, _ = server
+    model.reset()
+    model.reply(text=TEXT, chunks=40, pace=0.05)
+    auth = {"Authorization": f"Bearer {key}"}
+    body = {"model": "m", "input": "count", "stream": True}
+    with httpx.Client(base_url=base, headers=auth, timeout=30) as http:
+        with http.stream("POST", "/v1/responses", json=body) as resp:
+            head = first_events(resp, 10)
+        response_id = json.loads(head[0]["data"])["response"]["id"]
+        last = head[-1]["id"]
+        url = f"/v1/responses/{response_id}?stream=true&starting_after=0"
+        with http.stream("GET", url, headers={"Last-Event-ID": last}) as resp:
+            assert resp.headers["content-type"].startswith("text/event-stream")
+            rest = sse_events(resp.iter_lines())
+    union = head + rest
+    assert [int(e["id"]) for e in union] == list(range(len(union)))
+    assert [json.loads(e["data"])["sequence_number"] for e in union] == list(range(len(union)))
+    assert union[-1]["event"] == "response.completed"
+    deltas = [json.loads(e["data"])["delta"] for e in union if e["event"].endswith("text.delta")]
+    assert "".join(deltas) == TEXT
+
+
+def test_a_turn_dropped_mid_stream_is_rejoined_with_raw_http(server, model):
+    base, key, _ = server
+    model.reset()
+    model.reply(text=TEXT, chunks=40, pace=0.05)
+    auth = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=base, headers=auth, timeout=30) as http:
+        config = {"agent_config": {"model": "m", "instructions": "Be brief."}}
+        agent_id = http.post("/v1/agents", json=config).json()["agent_id"]
+        session = http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "s"})
+        url = f"/v1/agents/{agent_id}/session/{session.json()['session_id']}/turn"
+        body = {"messages": [{"role": "user", "content": "count"}], "stream": True}
+        with http.stream("POST", url, json=body) as resp:
+            head = first_events(resp, 8)
+        chunks = [json.loads(e["data"]) for e in head]
+        turn_id = chunks[0]["event"]["payload"]["turn_id"]
+        after = head[-1]["id"]
+        with http.stream("GET", f"{url}/{turn_id}/stream?starting_after={after}") as resp:
+            rest = sse_events(resp.iter_lines())
+        alpha = f"{url}/{turn_id}/stream".replace("/v1/agents", "/v1alpha/agents")
+        with http.stream("GET", alpha, headers={"Last-Event-ID": "-1"}) as resp:
+            everything = sse_events(resp.iter_lines())
+    union = head + rest
+    assert [int(e["id"]) for e in union] == list(range(len(union)))
+    assert everything == union
+    payloads = [json.loads(e["data"])["event"]["payload"] for e in union]
+    assert payloads[-1]["event_type"] == "turn_complete"
+    assert any(p["event_type"] == "step_progress" for p in payloads[8:])  # dropped mid-way
+    text = "".join(p["delta"]["text"] for p in payloads if p["event_type"] == "step_progress")
+    assert text == TEXT
+
+
+def test_another_tenants_response_or_turn_stream_is_a_404(server, model):
+    base, key, other = server
+    model.reset()
+    mine = {"Authorization": f"Bearer {key}"}
+    theirs = {"Authorization": f"Bearer {other}"}
+    with httpx.Client(base_url=base, timeout=30) as http:
+        body = {"model": "m", "input": "hi", "stream": True}
+        with http.stream("POST", "/v1/responses", json=body, headers=mine) as resp:
+            events = sse_events(resp.iter_lines())
+        response_id = json.loads(events[0]["data"])["response"]["id"]
+        url = f"/v1/openai/v1/responses/{response_id}?stream=true"
+        assert http.get(url, headers=mine).status_code == 200
+        assert http.get(url, headers=theirs).status_code == 404
+        config = {"agent_config": {"model": "m", "instructions": "Be brief."}}
+        agent_id = http.post("/v1/agents", json=config, headers=mine).json()["agent_id"]
+        session = http.post(
+            f"/v1/agents/{agent_id}/session", json={"session_name": "s"}, headers=mine
+        )
+        turn = f"/v1/agents/{agent_id}/session/{session.json()['session_id']}/turn"
+        body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+        with http.stream("POST", turn, json=body, headers=mine) as resp:
+            events = sse_events(resp.iter_lines())
+        turn_id = json.loads(events[0]["data"])["event"]["payload"]["turn_id"]
+        assert http.get(f"{turn}/{turn_id}/stream", headers=mine).status_code == 200
+        assert http.get(f"{turn}/{turn_id}/stream", headers=theirs).status_code == 404
