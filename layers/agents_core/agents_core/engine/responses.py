@@ -1313,6 +1313,7 @@ def _response_object(
         input=items,
         tools=tools,
         store=body.store is not False,
+        background=bool(body.background),
         **settings,
     )
 

@@ -117,7 +117,7 @@ class BackgroundWorker:
         loop = asyncio.get_running_loop()
 
         def record_handler(record: SQSRecord) -> None:
-            asyncio.run_coroutine_threadsafe(self._run(record, deadline), loop).result()
+            asyncio.run_coroutine_threadsafe(self._logged(record, deadline), loop).result()
 
         return await asyncio.to_thread(
             process_partial_response,
@@ -125,6 +125,15 @@ class BackgroundWorker:
             record_handler=record_handler,
             processor=BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
         )
+
+    async def _logged(self, record: SQSRecord, deadline: float) -> None:
+        try:
+            await self._run(record, deadline)
+        except RunBusy:
+            raise
+        except Exception:  # reported failed: SQS retries it, then the DLQ has it
+            logger.exception("background message failed", extra={"id": record.message_id})
+            raise
 
     async def _run(self, record: SQSRecord, deadline: float) -> None:
         try:
@@ -135,8 +144,10 @@ class BackgroundWorker:
             logger.warning("background message rejected: not a background message")
             metrics.count("BackgroundMessagesRejected")
             return
-        attribute = record.message_attributes.get(TENANT_ATTRIBUTE)
-        tenant = attribute.string_value if attribute is not None else None
+        attributes = record.message_attributes
+        tenant = None
+        if TENANT_ATTRIBUTE in attributes:
+            tenant = attributes[TENANT_ATTRIBUTE].string_value
         log = {"message_id": record.message_id, "tenant": tenant, "response_id": response_id}
         store = self.services.responses
         found = await asyncio.to_thread(store.run, tenant, response_id) if tenant else None

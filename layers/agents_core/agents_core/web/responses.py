@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Response
@@ -32,6 +32,10 @@ router = APIRouter(prefix="/v1/openai/v1/responses", tags=["Responses"])
 async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc: Svc) -> Response:
     if body.background:  # answered at once, `queued`; the background worker runs it
         queued = await svc.background.submit(tenant, body)
+        if body.stream:  # its events as the worker stores them
+            key = StreamKey.response(queued.id)
+            alive = _alive(svc, tenant, queued.id)
+            return follow_response(svc.streams.follow(tenant, key, -1, alive=alive))
         return json_response(queued)
     run = await svc.responses_engine.start(tenant, body)
     if run.stream:
@@ -107,17 +111,9 @@ async def get_response(
     after = rejoin_point(starting_after, last_event_id)
     key = StreamKey.response(response_id)
 
-    async def status() -> str | None:
-        try:
-            return (await asyncio.to_thread(svc.responses.get, tenant, response_id)).status
-        except NotFound:  # not stored yet: a response is stored when it ends
-            return None
-
-    async def alive() -> bool:
-        now = await status()
-        return now is None or now in _RUNNING
-
-    now, last = await asyncio.gather(status(), svc.streams.last_sequence(tenant, key))
+    now, last = await asyncio.gather(
+        _status(svc, tenant, response_id), svc.streams.last_sequence(tenant, key)
+    )
     if last < 0:
         if now is None:
             raise NotFound(f"Response {response_id} not found")
@@ -126,7 +122,25 @@ async def get_response(
                 f"Response {response_id} has no stored events (it was not streamed, or they are"
                 " past their retention): GET it without stream"
             )
+    alive = _alive(svc, tenant, response_id)
     return follow_response(svc.streams.follow(tenant, key, after, alive=alive))
+
+
+async def _status(svc: Any, tenant: str, response_id: str) -> str | None:
+    try:
+        return (await asyncio.to_thread(svc.responses.get, tenant, response_id)).status
+    except NotFound:  # gone, or (a response whose start could not be written) never stored
+        return None
+
+
+def _alive(svc: Any, tenant: str, response_id: str) -> Callable[[], Awaitable[bool]]:
+    """Whether the response still runs: its stream may grow."""
+
+    async def alive() -> bool:
+        now = await _status(svc, tenant, response_id)
+        return now is None or now in _RUNNING
+
+    return alive
 
 
 @router.post("/{response_id}/cancel", responses={200: {"model": OpenAIResponseObject}})
