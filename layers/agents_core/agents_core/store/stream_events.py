@@ -171,7 +171,8 @@ class StreamEventStore:
                 ":low": {"S": where.prefix},
                 ":high": {"S": keys.event_sk(where.prefix, after)},
             },
-            ProjectionExpression="SK, last_seq",
+            ProjectionExpression="SK, last_seq, #final",
+            ExpressionAttributeNames={"#final": "final"},
             ScanIndexForward=False,
             Limit=1,
             ConsistentRead=True,
@@ -180,11 +181,10 @@ class StreamEventStore:
         if not found:
             return where.prefix
         sk, last = found[0]["SK"]["S"], int(found[0]["last_seq"]["N"])
-        if last > after:
-            return sk
-        if keys.is_event_part(sk):  # past every part of that frame
-            return keys.event_sk(where.prefix, last) + "~"
-        return sk + "~"
+        final = found[0].get("final", {}).get("BOOL", False)  # read it again, to end there
+        if keys.is_event_part(sk):  # the frame's first part, or past every part
+            return keys.event_sk(where.prefix, last) + ("" if final else "~")
+        return sk if last > after or final else sk + "~"
 
     def read(self, where: Where, cursor: str) -> Page:
         """Whole frames from `cursor` on, in order. A large frame whose parts are not all
