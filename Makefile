@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(PY) bench/turn_overhead.py
 	$(PY) bench/session_read.py
 	$(PY) bench/cost.py
+	$(PY) bench/stream_events.py
 
 $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)

@@ -146,9 +146,16 @@ def test_a_follower_starts_after_the_frame_it_names_even_inside_a_stored_batch(d
 
     asyncio.run(produce())
     assert len(event_items(dynamodb, keys.session_pk(TENANT, "sess"))) == 1  # 0..29 together
+    asked = []
+
+    async def alive() -> bool:
+        asked.append(1)
+        return True
+
     for after in (-1, 0, 1, 17, 28, 29, 40):
-        seqs = [f.seq for f in asyncio.run(collect(log, stream, after))]
+        seqs = [f.seq for f in asyncio.run(collect(log, stream, after, alive))]
         assert seqs == list(range(after + 1, 30)), after
+    assert asked == []  # each follower ended at the end mark, never waiting for more
 
 
 def test_a_follower_asking_past_what_is_stored_gets_the_batch_written_later_that_holds_it(dynamodb):
@@ -374,6 +381,39 @@ def test_a_streamed_turn_is_recorded_apart_from_the_session_read_and_deleted_wit
 
     assert app.delete(f"/v1/agents/{agent_id}/session/{session_id}").status_code == 204
     assert event_items(dynamodb, pk) == []
+
+
+def test_a_paused_turn_and_its_resume_are_one_stream_numbered_on(dynamodb, model):
+    from agents_core.web.agents import router as agents_router
+    from agents_core.web.app import create_app
+    from agents_core.web.turns import resume_router, turns_router
+    from fastapi.testclient import TestClient
+
+    from .turn_support import WEATHER_TOOL, new_session, turn_url
+
+    model.reset()
+    settings = Settings(table_name=TABLE, openai_base_url=model.url, **FAST)
+    services = Services(settings, dynamodb=dynamodb)
+    api = TestClient(create_app(agents_router, turns_router, resume_router, services=services))
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    model.reply(tool_calls=[("get_weather", '{"city": "Rome"}')])
+    model.reply(text="Rome is warm.")
+    url = turn_url(agent_id, session_id)
+    body = {"messages": [{"role": "user", "content": "Weather?"}], "stream": True}
+    with api.stream("POST", url, json=body) as resp:
+        paused = sse_events(resp.iter_lines())
+    last = json.loads(paused[-1]["data"])["event"]["payload"]
+    assert last["event_type"] == "turn_awaiting_input"
+    turn = last["turn"]
+    call = turn["output_message"]["tool_calls"][0]
+    tool = {"call_id": call["call_id"], "tool_name": "get_weather", "content": "25C"}
+    resume = {"tool_responses": [tool], "stream": True}
+    with api.stream("POST", f"{url}/{turn['turn_id']}/resume", json=resume) as resp:
+        resumed = sse_events(resp.iter_lines())
+    both = paused + resumed
+    assert [int(e["id"]) for e in both] == list(range(len(both)))
+    with api.stream("GET", f"{url}/{turn['turn_id']}/stream") as resp:
+        assert sse_events(resp.iter_lines()) == both  # through the pause, to the end
 
 
 def test_a_streamed_response_is_recorded_and_deleted_with_it_and_an_unstored_one_is_not(

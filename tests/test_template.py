@@ -239,9 +239,13 @@ _CONVERSATIONS = {
 }
 STREAMED = (
     {
-        (f"{agents}/{{agent_id}}/session/{{session_id}}/turn{rest}", "post")
+        (f"{agents}/{{agent_id}}/session/{{session_id}}/turn{rest}", method)
         for agents in ("/v1/agents", "/v1alpha/agents")
-        for rest in ("", "/{turn_id}/resume")
+        for rest, method in (
+            ("", "post"),
+            ("/{turn_id}/resume", "post"),
+            ("/{turn_id}/stream", "get"),
+        )
     }
     | {
         (f"{prefix}/responses{path}", method)

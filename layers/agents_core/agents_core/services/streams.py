@@ -209,11 +209,14 @@ class StreamRecorder:
         if not frames and not final:
             return
         try:
-            items = self._store.items(self._where, frames, final=final)
-            self.writes += await asyncio.to_thread(self._store.write, items)
+            self.writes += await asyncio.to_thread(self._write, frames, final)
         except Exception:  # the live stream goes on; the log has a gap
             logger.exception(
                 "stream events not stored",
                 extra={"first": frames[0].seq if frames else None, "frames": len(frames)},
             )
             metrics.count("StreamEventsNotStored")
+
+    def _write(self, frames: list[Frame], final: bool) -> int:
+        """Off the event loop: packing the items (compression) and the requests."""
+        return self._store.write(self._store.items(self._where, frames, final=final))
