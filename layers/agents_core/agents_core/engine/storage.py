@@ -92,8 +92,8 @@ class ResponseStorage(Protocol):
     ) -> None:
         """Make a starting response readable (`in_progress`) until its end is saved; past
         `lease_until` without an end it reads failed (its process ended). Takes the response as
-        it is now; the write may still be under way when this returns (it never overwrites
-        the end, whichever lands first)."""
+        it is now; the write may still be under way when this returns (`save` and `abandon`
+        wait for it)."""
         ...
 
     async def abandon(self, tenant: str, response_id: str, error: Any) -> None:

@@ -109,20 +109,15 @@ class DynamoResponseStorage:
     def __init__(self, responses: ResponseStore, conversations: ConversationStore) -> None:
         self._responses = responses
         self._conversations = conversations
-        #: Writes of running responses under way (nobody waits for them, but a failure's mark).
+        #: Writes of running responses under way; a response's end waits for its own.
         self._starting: dict[tuple[str, str], asyncio.Task] = {}
 
     async def begin(
         self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
     ) -> None:
-        """The item is made now (the response changes as it runs); a small one is written while
-        the model works, since its write is conditional on there being no response yet: a
-        late one never overwrites the end. One in parts is written before the run goes on (a
-        late part could overwrite the end's)."""
+        """The item is made now (the response changes as it runs) and written while the model
+        works; the end waits for that write (it must not land last)."""
         write = self._responses.begin_writes(tenant, response, lease_until)
-        if write.in_parts:
-            await asyncio.to_thread(write)
-            return
         task = asyncio.create_task(asyncio.to_thread(write))
         self._starting[(tenant, response.id)] = task
         task.add_done_callback(lambda done: self._started(tenant, response.id, done))
@@ -133,10 +128,14 @@ class DynamoResponseStorage:
             logger.warning("could not record running response", exc_info=task.exception())
 
     async def abandon(self, tenant: str, response_id: str, error: Any) -> None:
-        starting = self._starting.get((tenant, response_id))
-        if starting is not None:  # the running response first, then marked failed
-            await asyncio.wait([starting])
+        await self._started_first(tenant, response_id)
         await asyncio.to_thread(self._responses.abandon, tenant, response_id, error)
+
+    async def _started_first(self, tenant: str, response_id: str) -> None:
+        """The running response's write is done (or failed) before anything else is written."""
+        starting = self._starting.get((tenant, response_id))
+        if starting is not None:
+            await asyncio.wait([starting])
 
     async def context(self, tenant: str, response_id: str) -> list[Any]:
         return await asyncio.to_thread(self._responses.context, tenant, response_id)
@@ -148,6 +147,7 @@ class DynamoResponseStorage:
         context: list[Any],
         conversation: ConversationAppend | None = None,
     ) -> None:
+        await self._started_first(tenant, response.id)
         if conversation is None:
             await asyncio.to_thread(self._responses.save, tenant, response, context)
             return

@@ -57,10 +57,6 @@ class ResponseStart:
     head: dict[str, Any]
     parts: list[dict[str, Any]]
 
-    @property
-    def in_parts(self) -> bool:
-        return bool(self.parts)
-
     def __call__(self) -> None:
         if self.parts:
             self.table.put_all(self.parts)
@@ -161,8 +157,8 @@ class ResponseStore:
     def begin_writes(
         self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
     ) -> ResponseStart:
-        """`begin`'s items, made now, written when called: the head only if the response has
-        none yet (its end may already be there)."""
+        """`begin`'s items, made now, written when called (the head only if the response has
+        none yet)."""
         pk = keys.response_pk(tenant, response.id)
         attrs = self._head_attributes(tenant, response, lease_until)
         head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, attrs)
