@@ -187,7 +187,9 @@ class MemoryTurnStorage:
             tenant, turn, state, last_turn=session.last_turn, expires_at=session.expires_at
         )
 
-    async def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step) -> SessionLock:
+    async def lock_for_resume(
+        self, paused: PausedTurn, agent_id: str, step: Step | None
+    ) -> SessionLock:
         tenant, session_id, turn_id = paused.tenant, paused.turn.session_id, paused.turn.turn_id
         session = self.sessions.get((tenant, session_id))
         if session is None or session.agent_id != agent_id or session.deleting:
@@ -206,7 +208,8 @@ class MemoryTurnStorage:
             previous_turn=paused.last_turn,
             expires_at=paused.expires_at,
         )
-        await self.save_step(lock, step)
+        if step is not None:
+            await self.save_step(lock, step)
         return lock
 
     async def revert(

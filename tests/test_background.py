@@ -236,8 +236,8 @@ def test_a_worker_killed_mid_run_is_carried_on_by_the_redelivery_without_repeati
     env = aws_env(
         shared_aws,
         OPENAI_BASE_URL=model.url,
-        BACKGROUND_INVOCATION_SECONDS="8",
-        BACKGROUND_SUSPEND_MARGIN_SECONDS="0.5",
+        QUEUE_INVOCATION_SECONDS="8",
+        RUN_SUSPEND_MARGIN_SECONDS="0.5",
         MCP_LIST_CACHE_SECONDS="0",
     )
     with started_server(env) as first:
@@ -275,7 +275,7 @@ def test_a_run_forced_across_invocations_ends_as_an_uninterrupted_one(model, pee
             model.reply(**reply)
         env = {
             "OPENAI_BASE_URL": model.url,
-            "BACKGROUND_SUSPEND_MARGIN_SECONDS": margin,
+            "RUN_SUSPEND_MARGIN_SECONDS": margin,
             "MCP_LIST_CACHE_SECONDS": "0",
         }
         with started_server(env) as server:

@@ -555,7 +555,7 @@ def test_the_built_background_function_runs_a_queued_response_from_its_queue_mes
             "EVENT_BUS_NAME": BUS,
             "BACKGROUND_QUEUE_NAME": BACKGROUND_QUEUE,
             "OPENAI_BASE_URL": model.url,
-            "BACKGROUND_SUSPEND_MARGIN_SECONDS": "1",
+            "RUN_SUSPEND_MARGIN_SECONDS": "1",
             "POWERTOOLS_SERVICE_NAME": "serverless-agents",
         },
         stdin=subprocess.PIPE,

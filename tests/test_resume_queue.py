@@ -189,7 +189,7 @@ def test_a_message_without_its_turns_token_is_dropped_and_changes_nothing(servic
         other_ids, _ = await paused_turn(services, model)  # a pause of the same tenant
         token = {
             "no token": None,
-            "wrong token": "x" + ids[EVENT_TOKEN][1:],
+            "wrong token": ("y" if ids[EVENT_TOKEN][0] == "x" else "x") + ids[EVENT_TOKEN][1:],
             "another turn's token": other_ids[EVENT_TOKEN],
         }[forgery]
         model.reply(text="must not run")
@@ -567,3 +567,97 @@ def test_response_lifecycle_events_reach_a_rule_target(services, model, aws):
     assert unstored["stored"] is False and "output_text" not in unstored
     example = load_event("lifecycle/response_completed.json")
     assert set(example["detail"]) == set(completed)
+
+
+def test_a_resumed_turn_out_of_time_is_parked_and_continued_by_the_queue_to_its_end(
+    services, model, aws
+):
+    """A queued resume whose invocation leaves no time for a second model call stops at each
+    step boundary, parks the turn (awaiting no call, nothing announced) and sends its own
+    continuation; the queue carries it on to the same end as in one invocation, each model
+    call and each tool call made once."""
+    from dataclasses import replace
+
+    sqs = aws["sqs"]
+    queue_url = ensure_resume_queue(sqs, "resume-continue-test")
+    services.settings = replace(
+        services.settings, resume_queue_url=queue_url, run_suspend_margin_seconds=10**6
+    )
+    services.sqs_client = sqs
+    continuations = []
+
+    def sent(params, **_):
+        if not json.loads(params["MessageBody"])["tool_responses"]:
+            continuations.append(params["MessageAttributes"]["resume_token"]["StringValue"])
+
+    sqs.meta.events.register("provide-client-params.sqs.SendMessage", sent)
+
+    async def scenario():
+        agent = services.agents.create_agent(
+            TENANT,
+            AgentConfig(
+                model="m",
+                instructions="Use tools.",
+                client_tools=[WEATHER_TOOL],
+                toolgroups=["builtin::websearch"],
+            ),
+        )
+        session = services.agents.create_session(TENANT, agent.agent_id, "long")
+        model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
+        body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "Plan my day"}])
+        run = await services.engine.start_turn(TENANT, agent.agent_id, session.session_id, body)
+        paused = await run.result()
+        call = paused.output_message.tool_calls[0]
+        token = await asyncio.to_thread(resume_token, services.aws, paused.turn_id)
+        await asyncio.to_thread(captured, aws)  # the pause's own event
+        model.reply(tool_calls=[("web_search", '{"query": "museums"}')])
+        model.reply(tool_calls=[("web_search", '{"query": "parks"}')])
+        model.reply(text="Museum, then a park.")
+        sqs.send_message(
+            QueueUrl=queue_url,
+            MessageBody=json.dumps(
+                {
+                    "agent_id": agent.agent_id,
+                    "session_id": session.session_id,
+                    "turn_id": paused.turn_id,
+                    "tool_responses": [
+                        {"call_id": call.call_id, "tool_name": "get_weather", "content": "sun"}
+                    ],
+                }
+            ),
+            MessageAttributes={
+                "tenant": {"DataType": "String", "StringValue": TENANT},
+                "resume_token": {"DataType": "String", "StringValue": token},
+            },
+        )
+        poller = asyncio.create_task(poll_forever(sqs, queue_url, ResumeQueueWorker(services)))
+        try:
+            for _ in range(150):
+                await asyncio.sleep(0.1)
+                events = await asyncio.to_thread(captured, aws)
+                if events:
+                    return paused, events, session.session_id, agent.agent_id
+            raise AssertionError("the turn never completed")
+        finally:
+            poller.cancel()
+
+    paused, events, session_id, agent_id = asyncio.run(scenario())
+    assert [e["detail-type"] for e in events] == ["Turn Completed"]  # no pause announced
+    assert len(set(continuations)) == 2  # three invocations, each continuation its own token
+    assert events[0]["detail"]["output_message"]["content"] == "Museum, then a park."
+    assert len(model.requests) == 4  # the first call, then three, each once
+    turn = services.turns.get_turn(TENANT, agent_id, session_id, paused.turn_id)
+    assert [s.step_type for s in turn.steps] == [
+        "inference",
+        "tool_execution",  # the client's weather
+        "inference",
+        "tool_execution",  # museums
+        "inference",
+        "tool_execution",  # parks
+        "inference",
+    ]
+    queries = [
+        json.loads(r["messages"][-2]["tool_calls"][0]["function"]["arguments"])
+        for r in model.requests[2:]
+    ]
+    assert queries == [{"query": "museums"}, {"query": "parks"}]

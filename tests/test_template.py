@@ -122,13 +122,26 @@ def test_queue_dlq_bus_and_the_resume_event_source():
     ]
     # Visibility covers the consumer's timeout with room for retries.
     assert queue["VisibilityTimeout"] >= 6 * consumer["Timeout"]
-    # The consumer is the resume function's app and rights, buffered (see the next test).
+    # The consumer is the resume function's app and rights, buffered (see the next test), and
+    # may send to its own queue (a parked turn's continuation).
     resume = resources["ResumeFunction"]["Properties"]
-    for same in ("CodeUri", "Handler", "Policies", "Layers"):
+    for same in ("CodeUri", "Handler", "Layers"):
         assert consumer[same] == resume[same], same
+    own = [
+        s
+        for s in statements(resources["ResumeQueueFunction"])
+        if s.get("Sid") != "TurnContinuations"
+    ]
+    assert own == statements(resources["ResumeFunction"])
+    (sends,) = [
+        s
+        for s in statements(resources["ResumeQueueFunction"])
+        if s.get("Sid") == "TurnContinuations"
+    ]
+    assert (sends["Action"], sends["Resource"]) == ("sqs:SendMessage", "!GetAtt ResumeQueue.Arn")
     for name in ("TurnsFunction", "ResumeFunction", "ResumeQueueFunction"):
-        statements = resources[name]["Properties"]["Policies"][0]["Statement"]
-        puts = [s for s in statements if s["Action"] == "events:PutEvents"]
+        first = resources[name]["Properties"]["Policies"][0]["Statement"]
+        puts = [s for s in first if s["Action"] == "events:PutEvents"]
         assert puts and puts[0]["Resource"] == "!GetAtt TurnEventBus.Arn", name
 
 
@@ -510,9 +523,9 @@ def test_each_queue_takes_tls_only_and_senders_of_this_account_only():
     }
     (named,) = [s["!If"] for s in policies["!Ref ResumeQueue"] if "!If" in s]
     assert named[0] == "NamesResumeSenders"
-    assert named[1]["Condition"] == {
-        "ArnNotLike": {"aws:PrincipalArn": "!Ref ResumeQueueSenderArns"}
-    }
+    senders = named[1]["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
+    assert "!Ref ResumeQueueSenderArns" in json.dumps(senders)
+    assert "!GetAtt ResumeQueueFunctionRole.Arn" in json.dumps(senders)  # its continuations
 
 
 def test_the_table_is_protected_from_deletion():

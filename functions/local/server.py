@@ -280,7 +280,7 @@ def build_local_app():
         background_url = ensure_resume_queue(
             sqs,
             settings.background_queue_name,
-            visibility_seconds=int(settings.background_invocation_seconds) + 5,
+            visibility_seconds=int(settings.queue_invocation_seconds) + 5,
         )
         settings = replace(settings, background_queue_url=background_url)
         ensure_event_bus(aws.client("events"), settings.event_bus_name)

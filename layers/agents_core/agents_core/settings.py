@@ -80,11 +80,13 @@ class Settings:
     #: The queue of background responses (`background: true`) and their continuations.
     background_queue_name: str = "serverless-agents-background"
     background_queue_url: str | None = None  # the stack's; found by name when unset
-    #: A background run stops at a step boundary when less than this is left of its invocation,
-    #: and goes on in a new one (a model call and its tools must fit in it).
-    background_suspend_margin_seconds: float = 330.0
-    #: The invocation a locally polled background message gets (Lambda's is its timeout).
-    background_invocation_seconds: float = 840.0
+    #: A run driven by a queue (a background response, a turn resumed from the resume queue)
+    #: stops at a step boundary when less than this is left of its invocation, and goes on in a
+    #: new one (a model call and its tools must fit in it).
+    run_suspend_margin_seconds: float = 330.0
+    #: The invocation a locally polled queue message gets (Lambda's is its function's timeout).
+    queue_invocation_seconds: float = 840.0
+    resume_queue_url: str | None = None  # the stack's; found by name when unset
     #: How often a running background response looks whether it was cancelled.
     background_cancel_poll_seconds: float = 0.5
     #: How long a background response with `store: false` stays readable for polling.
@@ -181,13 +183,12 @@ class Settings:
                 "BACKGROUND_QUEUE_NAME", cls.background_queue_name
             ),
             background_queue_url=os.environ.get("BACKGROUND_QUEUE_URL") or None,
-            background_suspend_margin_seconds=float(
-                os.environ.get(
-                    "BACKGROUND_SUSPEND_MARGIN_SECONDS", cls.background_suspend_margin_seconds
-                )
+            resume_queue_url=os.environ.get("RESUME_QUEUE_URL") or None,
+            run_suspend_margin_seconds=float(
+                os.environ.get("RUN_SUSPEND_MARGIN_SECONDS", cls.run_suspend_margin_seconds)
             ),
-            background_invocation_seconds=float(
-                os.environ.get("BACKGROUND_INVOCATION_SECONDS", cls.background_invocation_seconds)
+            queue_invocation_seconds=float(
+                os.environ.get("QUEUE_INVOCATION_SECONDS", cls.queue_invocation_seconds)
             ),
             background_cancel_poll_seconds=float(
                 os.environ.get("BACKGROUND_CANCEL_POLL_SECONDS", cls.background_cancel_poll_seconds)

@@ -72,9 +72,11 @@ class TurnStorage(Protocol):
         """A turn with its state, as read for its resume (NotFound)."""
         ...
 
-    async def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step) -> SessionLock:
-        """Take the session back for a paused turn and store `step` (the tool results), at once.
-        Conflict when the turn is no longer awaiting input."""
+    async def lock_for_resume(
+        self, paused: PausedTurn, agent_id: str, step: Step | None
+    ) -> SessionLock:
+        """Take the session back for a paused turn and store `step` (the tool results; none for
+        a turn parked for time), at once. Conflict when the turn is no longer awaiting input."""
         ...
 
     async def revert(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -110,6 +110,8 @@ class TurnRun:
         self._answer: InferenceStep | None = None  # the last reply, stored with the turn's end
         self._reverted = False  # back to awaiting input, as before this resume: nothing to tell
         self._resume_token: str | None = None  # issued at a pause, told only to the bus
+        #: Issued when the turn was parked for time: its continuation's message carries it.
+        self.continuation_token: str | None = None
 
     async def result(self) -> Turn:
         """Run to the end without streaming: the Turn, or RunFailed (raised once the run has
@@ -148,7 +150,9 @@ class TurnRun:
             yield await self._fail(err)
         finally:
             lease.cancel()
-        if not self._reverted:
+        if self.continuation_token is not None:
+            metrics.count("TurnsContinued")
+        elif not self._reverted:
             await self._announce()
 
     async def _on(self, event: L.LoopEvent) -> AsyncIterator[AgentTurnResponseStreamChunk | Any]:
@@ -204,6 +208,8 @@ class TurnRun:
                 yield _step_complete(step)
             case L.Paused(calls=calls):
                 yield await self._pause([c.id for c in calls])
+            case L.Suspended():
+                yield await self._park()
             case L.Finished(reason="answered"):
                 answer = self._answer
                 if answer is None:  # stored already, before its output shields' step
@@ -263,6 +269,17 @@ class TurnRun:
         # message then resumes only the pause it was told about, under the tenant that owns it.
         self._resume_token = secrets.token_urlsafe(32)
         self.state.resume_token_hash = resume_token_hash(self._resume_token)
+        await self._end(AWAITING_INPUT)
+        return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
+
+    async def _park(self) -> AgentTurnResponseStreamChunk:
+        """Out of time in this invocation: the turn awaits no call, only its continuation (a
+        resume with no tool responses, carrying `continuation_token`). Nothing is announced:
+        the turn is not waiting for anyone."""
+        self.turn.output_message = self._last_reply().model_copy(update={"tool_calls": []})
+        self.state.pending_calls = []
+        self.continuation_token = secrets.token_urlsafe(32)
+        self.state.resume_token_hash = resume_token_hash(self.continuation_token)
         await self._end(AWAITING_INPUT)
         return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
 
@@ -403,11 +420,15 @@ class TurnEngine:
         queued: bool = False,
         provider_data: Any = None,
         resume_token: str | None = None,
+        should_suspend: Callable[[], bool] | None = None,
     ) -> TurnRun:
         """Continue a paused turn. `queued` (a resume from the queue): `resume_token` must be
         the one issued at the turn's last pause (else Unauthenticated, nothing changed), and a
         model failure puts the turn back to awaiting input, so the message can be retried,
-        instead of failing it.
+        instead of failing it. `should_suspend` (a queued resume): asked before each model call
+        but the first; when it says so, the turn is parked at that step boundary, awaiting no
+        call (`TurnRun.continuation_token`), for its continuation in another invocation: a
+        resume with no tool responses.
 
         Nothing is written until the storage takes the session back and stores the tool
         results at once; a refused resume (404, 409, 400) changes nothing."""
@@ -426,19 +447,22 @@ class TurnEngine:
         history = await self.storage.history(tenant, session_id, paused.last_turn)
         now = L.now()
         by_id = {r.call_id: r for r in tool_responses}
-        step = ToolExecutionStep(
-            turn_id=turn_id,
-            step_id=new_id(),
-            started_at=now,
-            completed_at=now,
-            tool_calls=state.pending_calls,
-            tool_responses=[by_id[c.call_id] for c in state.pending_calls],
-        )
+        step = None
+        if state.pending_calls:  # none: a turn parked for time goes on where it was
+            step = ToolExecutionStep(
+                turn_id=turn_id,
+                step_id=new_id(),
+                started_at=now,
+                completed_at=now,
+                tool_calls=state.pending_calls,
+                tool_responses=[by_id[c.call_id] for c in state.pending_calls],
+            )
         lock = await self.storage.lock_for_resume(paused, agent_id, step)
         paused_turn = turn.model_copy(deep=True)
         paused_state = TurnState(**vars(state))
+        written = [step] if step is not None else []
         try:
-            turn.steps.append(step)
+            turn.steps.extend(written)
             state.status, state.pending_calls = RUNNING, []
             turn.output_message = _PENDING_OUTPUT
             loop = await self._loop(
@@ -450,13 +474,15 @@ class TurnEngine:
                 provider_data=provider_data,
                 iterations=state.iterations,
                 tool_calls=state.tool_calls,
+                should_suspend=should_suspend,
             )
         except BaseException:
             # The resume did not start: the turn goes back to awaiting input, unchanged.
-            await self.storage.revert(lock, paused_turn, paused_state, [step.step_id])
+            await self.storage.revert(lock, paused_turn, paused_state, [s.step_id for s in written])
             raise
         revert_to = (paused_turn, paused_state) if queued else None
-        return self._run(agent_id, lock, turn, state, loop, prelude=(step,), revert_to=revert_to)
+        prelude = tuple(written)
+        return self._run(agent_id, lock, turn, state, loop, prelude=prelude, revert_to=revert_to)
 
     def _run(
         self,
@@ -490,6 +516,7 @@ class TurnEngine:
         iterations: int = 0,
         tool_calls: int = 0,
         provider_data: Any = None,
+        should_suspend: Callable[[], bool] | None = None,
     ) -> L.AgentLoop:
         """The agent loop for a turn: the agent's model, instructions, client tools and tool
         groups, the session's history, then this turn's messages so far. 400 before anything
@@ -532,6 +559,7 @@ class TurnEngine:
             limits=self.limits,
             stream=stream,
             shields=shields,
+            should_suspend=should_suspend,
         )
 
     async def _toolgroups(

@@ -111,9 +111,9 @@ class BackgroundWorker:
 
     async def handle(self, event: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
         """Process an SQS event (records one after another, each until `deadline`, the
-        invocation's end as epoch seconds; locally `BACKGROUND_INVOCATION_SECONDS` from now)."""
+        invocation's end as epoch seconds; locally `QUEUE_INVOCATION_SECONDS` from now)."""
         if deadline is None:
-            deadline = time.time() + self.services.settings.background_invocation_seconds
+            deadline = time.time() + self.services.settings.queue_invocation_seconds
         loop = asyncio.get_running_loop()
 
         def record_handler(record: SQSRecord) -> None:
@@ -232,7 +232,7 @@ class StoredRunControl:
         self._looked = 0.0
 
     def should_suspend(self) -> bool:
-        return self.deadline - time.time() < self.settings.background_suspend_margin_seconds
+        return self.deadline - time.time() < self.settings.run_suspend_margin_seconds
 
     def cancel_seen(self) -> None:
         self._cancelled = True

@@ -23,6 +23,7 @@ only the failed ones are reported (`ReportBatchItemFailures`):
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import (
@@ -56,13 +57,17 @@ class ResumeQueueWorker:
     def __init__(self, services: Services) -> None:
         self.services = services
 
-    async def handle(self, event: dict[str, Any]) -> dict[str, Any]:
+    async def handle(self, event: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
         """Process an SQS event; the batch processor runs in a thread and each record's
-        continuation on this event loop (where the providers' clients live)."""
+        continuation on this event loop (where the providers' clients live). `deadline`: the
+        invocation's end (epoch seconds; locally QUEUE_INVOCATION_SECONDS from now): a turn
+        still running when too little of it is left is parked and continued by a new message."""
+        if deadline is None:
+            deadline = time.time() + self.services.settings.queue_invocation_seconds
         loop = asyncio.get_running_loop()
 
         def record_handler(record: SQSRecord) -> None:
-            asyncio.run_coroutine_threadsafe(self._resume(record), loop).result()
+            asyncio.run_coroutine_threadsafe(self._resume(record, deadline), loop).result()
 
         return await asyncio.to_thread(
             process_partial_response,
@@ -73,7 +78,7 @@ class ResumeQueueWorker:
             processor=BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
         )
 
-    async def _resume(self, record: SQSRecord) -> None:
+    async def _resume(self, record: SQSRecord, deadline: float) -> None:
         log = {"message_id": record.message_id}
         try:
             request = AgentTurnResumeRequest.model_validate_json(record.body)
@@ -93,8 +98,15 @@ class ResumeQueueWorker:
             return
         engine = self.services.engine
         try:
+            margin = self.services.settings.run_suspend_margin_seconds
             run = await engine.resume_turn(
-                tenant, *ids, request.tool_responses, stream=False, queued=True, resume_token=token
+                tenant,
+                *ids,
+                request.tool_responses,
+                stream=False,
+                queued=True,
+                resume_token=token,
+                should_suspend=lambda: deadline - time.time() < margin,
             )
         except Unauthenticated as err:
             _reject(log, err)
@@ -117,8 +129,54 @@ class ResumeQueueWorker:
                 raise ModelUnavailable(failed.message) from failed
             logger.warning("resumed turn failed", extra={**log, "reason": failed.message})
             return  # the turn is failed and stored; retrying cannot change that
+        if run.continuation_token is not None:
+            await asyncio.to_thread(self._continue, tenant, request, run.continuation_token, log)
+            return
         logger.info("turn resumed from the queue", extra={**log, "status": _status(turn)})
         metrics.count("ResumeMessagesApplied")
+
+    def _continue(
+        self, tenant: str, request: AgentTurnResumeRequest, token: str, log: dict[str, Any]
+    ) -> None:
+        """The turn was parked for time: its continuation, a resume with no tool responses
+        carrying the new token, goes back on the queue (a few tries; failing them, the turn
+        stays parked, and a resume with no tool responses over HTTP continues it)."""
+        body = AgentTurnResumeRequest(
+            agent_id=request.agent_id,
+            session_id=request.session_id,
+            turn_id=request.turn_id,
+            tool_responses=[],
+        ).model_dump_json()
+        attributes = {
+            TENANT_ATTRIBUTE: {"DataType": "String", "StringValue": tenant},
+            TOKEN_ATTRIBUTE: {"DataType": "String", "StringValue": token},
+        }
+        for attempt in range(3):
+            try:
+                sqs = self._sqs()
+                sqs.send_message(
+                    QueueUrl=self._queue_url(sqs), MessageBody=body, MessageAttributes=attributes
+                )
+                logger.info("turn continues in a new invocation", extra=log)
+                metrics.count("ResumeMessagesContinued")
+                return
+            except Exception:
+                logger.exception("could not send a turn's continuation", extra=log)
+                time.sleep(0.2 * 2**attempt)
+        metrics.count("ResumeContinuationsLost")
+
+    def _sqs(self) -> Any:
+        if self.services.sqs_client is None:
+            from .. import aws
+
+            self.services.sqs_client = aws.client("sqs")
+        return self.services.sqs_client
+
+    def _queue_url(self, sqs: Any) -> str:
+        settings = self.services.settings
+        if settings.resume_queue_url:
+            return settings.resume_queue_url
+        return sqs.get_queue_url(QueueName=settings.resume_queue_name)["QueueUrl"]
 
     async def _already_answered(
         self, tenant: str, ids: tuple[str, str, str], call_ids: set[str]

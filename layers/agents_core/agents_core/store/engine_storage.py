@@ -81,7 +81,9 @@ class DynamoTurnStorage:
             self._turns.read_paused, tenant, agent_id, session_id, turn_id
         )
 
-    async def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step) -> HeldSession:
+    async def lock_for_resume(
+        self, paused: PausedTurn, agent_id: str, step: Step | None
+    ) -> HeldSession:
         return await asyncio.to_thread(self._turns.lock_for_resume, paused, agent_id, step)
 
     async def revert(

@@ -201,9 +201,10 @@ class TurnStore:
             expires_at=session_expiry(session),
         )
 
-    def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step) -> HeldSession:
+    def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step | None) -> HeldSession:
         """Take the session back for a turn awaiting input, in one transaction: the session and
-        the turn move to running, and `step` (the tool results) is written."""
+        the turn move to running, and `step` (the tool results; none for a turn parked for
+        time) is written."""
         now = int(time.time())
         turn_id = paused.turn.turn_id
         lock = HeldSession(
@@ -213,7 +214,7 @@ class TurnStore:
             previous_turn=paused.last_turn,
             expires_at=paused.expires_at,
         )
-        step_head, *step_parts = self._step_items(lock, step)
+        step_head, *step_parts = self._step_items(lock, step) if step is not None else [None]
         if step_parts:
             self._t.put_all(step_parts)
         try:
@@ -250,8 +251,8 @@ class TurnStore:
                             },
                         }
                     },
-                    {"Put": {"TableName": self._t.name, "Item": step_head}},
                 ]
+                + ([{"Put": {"TableName": self._t.name, "Item": step_head}}] if step_head else [])
             )
         except ClientError as err:
             if step_parts:  # parts of a step that was never written

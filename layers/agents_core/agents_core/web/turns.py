@@ -156,9 +156,25 @@ queue_router = APIRouter(tags=["Internal"])
 
 
 @queue_router.post("/events", include_in_schema=False)
-async def resume_from_queue(event: dict[str, Any], svc: Svc) -> dict[str, Any]:
+async def resume_from_queue(
+    event: dict[str, Any],
+    svc: Svc,
+    lambda_context: Annotated[str | None, Header(alias="x-amzn-lambda-context")] = None,
+) -> dict[str, Any]:
     """SQS batches, as the Lambda Web Adapter passes non-HTTP events (AWS_LWA_PASS_THROUGH_PATH).
-    Not routed by API Gateway: only the function's own event source reaches it."""
+    Not routed by API Gateway: only the function's own event source reaches it. The adapter
+    sends the invocation's context along: its deadline bounds the turns resumed here."""
     from ..services.resume_queue import ResumeQueueWorker
 
-    return await ResumeQueueWorker(svc).handle(event)
+    return await ResumeQueueWorker(svc).handle(event, invocation_deadline(lambda_context))
+
+
+def invocation_deadline(lambda_context: str | None) -> float | None:
+    """The invocation's end (epoch seconds) from the Web Adapter's `x-amzn-lambda-context`
+    (the Lambda runtime's context as JSON, its `deadline` in epoch milliseconds)."""
+    try:
+        context = json.loads(lambda_context or "{}")
+        deadline = context.get("deadline") or context.get("deadline_ms")
+        return int(deadline) / 1000 if deadline else None
+    except (ValueError, TypeError, AttributeError):
+        return None
