@@ -661,3 +661,13 @@ def test_a_resumed_turn_out_of_time_is_parked_and_continued_by_the_queue_to_its_
         for r in model.requests[2:]
     ]
     assert queries == [{"query": "museums"}, {"query": "parks"}]
+
+
+def test_the_invocation_deadline_is_read_from_the_web_adapters_lambda_context():
+    from agents_core.web.turns import invocation_deadline
+
+    assert invocation_deadline('{"request_id": "r", "deadline": 1795000000123}') == 1795000000.123
+    assert invocation_deadline('{"deadline_ms": 1795000000000}') == 1795000000.0
+    assert invocation_deadline(None) is None
+    assert invocation_deadline("not json") is None
+    assert invocation_deadline('{"deadline": "soon"}') is None
