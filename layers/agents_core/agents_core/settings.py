@@ -77,6 +77,25 @@ class Settings:
     #: The most a turn or session read answers, as JSON escaped into a Lambda response: a
     #: buffered Lambda answers at most 6 MB (a session read pages its turns to stay below).
     max_read_bytes: int = 6 * 1024 * 1024 - 64 * 1024
+    #: Embeddings (agents_core.vectors): `offline` (lexical, deterministic, no network),
+    #: `bedrock` (Titan Text Embeddings V2 through InvokeModel) or `openai` (an
+    #: OpenAI-compatible `/v1/embeddings`). Model and dimension default per provider.
+    embedding_provider: str = "offline"
+    embedding_model: str | None = None
+    embedding_dimension: int | None = None
+    #: The OpenAI-compatible embeddings endpoint; unset, OPENAI_BASE_URL's. Its key as the
+    #: models': EMBEDDING_API_KEY locally, else the secret EMBEDDING_API_KEY_SECRET_ID names
+    #: (unset: the models' key and secret).
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = None
+    embedding_api_key_secret_id: str | None = None
+    #: One embedding call (a batch to the endpoint, one text to Bedrock), and how many Bedrock
+    #: calls run at once (Titan embeds one text a call).
+    embedding_timeout_seconds: float = 30.0
+    embedding_concurrency: int = 8
+    #: The S3 Vectors bucket holding one vector index per (tenant, vector store); its endpoint
+    #: is boto3's own (AWS_ENDPOINT_URL_S3VECTORS, else AWS_ENDPOINT_URL).
+    vector_bucket_name: str = "serverless-agents-vectors"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -138,4 +157,21 @@ class Settings:
             shield_timeout_seconds=float(
                 os.environ.get("SHIELD_TIMEOUT_SECONDS", cls.shield_timeout_seconds)
             ),
+            embedding_provider=(
+                os.environ.get("EMBEDDING_PROVIDER", "").strip().lower() or cls.embedding_provider
+            ),
+            embedding_model=os.environ.get("EMBEDDING_MODEL") or None,
+            embedding_dimension=int(os.environ["EMBEDDING_DIMENSION"])
+            if os.environ.get("EMBEDDING_DIMENSION")
+            else None,
+            embedding_base_url=os.environ.get("EMBEDDING_BASE_URL") or None,
+            embedding_api_key=os.environ.get("EMBEDDING_API_KEY") or None,
+            embedding_api_key_secret_id=os.environ.get("EMBEDDING_API_KEY_SECRET_ID") or None,
+            embedding_timeout_seconds=float(
+                os.environ.get("EMBEDDING_TIMEOUT_SECONDS", cls.embedding_timeout_seconds)
+            ),
+            embedding_concurrency=int(
+                os.environ.get("EMBEDDING_CONCURRENCY", cls.embedding_concurrency)
+            ),
+            vector_bucket_name=os.environ.get("VECTOR_BUCKET_NAME") or cls.vector_bucket_name,
         )
