@@ -93,8 +93,9 @@ class Settings:
     #: calls run at once (Titan embeds one text a call).
     embedding_timeout_seconds: float = 30.0
     embedding_concurrency: int = 8
-    #: The S3 Vectors bucket holding one vector index per (tenant, vector store); its endpoint
-    #: is boto3's own (AWS_ENDPOINT_URL_S3VECTORS, else AWS_ENDPOINT_URL).
+    #: The S3 Vectors bucket holding one vector index per (tenant, vector store): its name, or
+    #: its ARN (a stack passes the ARN: CloudFormation names the bucket). Its endpoint is
+    #: boto3's own (AWS_ENDPOINT_URL_S3VECTORS, else AWS_ENDPOINT_URL).
     vector_bucket_name: str = "serverless-agents-vectors"
 
     @classmethod
@@ -161,9 +162,8 @@ class Settings:
                 os.environ.get("EMBEDDING_PROVIDER", "").strip().lower() or cls.embedding_provider
             ),
             embedding_model=os.environ.get("EMBEDDING_MODEL") or None,
-            embedding_dimension=int(os.environ["EMBEDDING_DIMENSION"])
-            if os.environ.get("EMBEDDING_DIMENSION")
-            else None,
+            # 0 (the stack's default) or unset: the provider's default.
+            embedding_dimension=int(os.environ.get("EMBEDDING_DIMENSION") or 0) or None,
             embedding_base_url=os.environ.get("EMBEDDING_BASE_URL") or None,
             embedding_api_key=os.environ.get("EMBEDDING_API_KEY") or None,
             embedding_api_key_secret_id=os.environ.get("EMBEDDING_API_KEY_SECRET_ID") or None,
@@ -173,5 +173,13 @@ class Settings:
             embedding_concurrency=int(
                 os.environ.get("EMBEDDING_CONCURRENCY", cls.embedding_concurrency)
             ),
-            vector_bucket_name=os.environ.get("VECTOR_BUCKET_NAME") or cls.vector_bucket_name,
+            vector_bucket_name=_bucket_name(os.environ.get("VECTOR_BUCKET_NAME"))
+            or cls.vector_bucket_name,
         )
+
+
+def _bucket_name(value: str | None) -> str | None:
+    """A vector bucket's name, given its name or its ARN (arn:...:bucket/<name>)."""
+    if value and value.startswith("arn:"):
+        return value.rsplit("bucket/", 1)[-1]
+    return value or None
