@@ -53,6 +53,7 @@ bench: $(STAMP)
 	$(PY) bench/cold_start.py
 	$(PY) bench/turn_overhead.py
 	$(PY) bench/session_read.py
+	$(PY) bench/vectors.py
 	$(PY) bench/cost.py
 	$(PY) bench/stream_events.py
 

@@ -19,6 +19,7 @@ events, CloudWatch Logs ingestion, X-Ray traces, data transfer out. Prices are c
 with their date and region; CPU times are this machine's (Lambda's arm64 cores may differ).
 
     .venv/bin/python bench/cost.py [--turns 200] [--chunks 250]
+    .venv/bin/python bench/cost.py --rag-only   # the file search and ingestion model alone
 """
 
 from __future__ import annotations
@@ -317,7 +318,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200, help="turns (and responses) measured")
     parser.add_argument("--per-session", type=int, default=10, help="turns per session")
     parser.add_argument("--chunks", type=int, default=250, help="deltas in each model reply")
+    parser.add_argument("--rag-only", action="store_true", help="only the RAG cost model")
     args = parser.parse_args()
+    if args.rag_only:
+        rag_report()
+        return
 
     import boto3
 
@@ -606,6 +611,107 @@ def report(args, turns: Measured, responses: Measured, crud: Crud) -> None:
         f" {crud.peak_rss_mb:.0f} MB; at {at} MB that is"
         f" {crud.cpu_ms / cpu_share(at):.0f} ms of its latency"
     )
+    print()
+    rag_report()
+
+
+# ---- Files, vector stores and file search (issue 15): priced from the sizes they move, not
+# ---- measured on AWS. S3 Vectors' and Titan's prices as stated below; the rest as above.
+S3V_PRICES_SOURCE = (
+    "S3 Vectors: PUT $0.20/GB and storage $0.06/GB-month as third-party pages quote AWS's"
+    " S3 pricing page (Caylent's article as news.najib.digital copies it; exploreagentic.ai,"
+    " 2025-2026); $2.50 per million queries and"
+    " $0.004 per TB processed (indexes under 100,000 vectors) recalled from that page, not found"
+    " in a stored copy: check https://aws.amazon.com/s3/pricing/ (Vectors tab). Titan Text"
+    " Embeddings V2 $0.00002 per 1,000 input tokens (Bedrock pricing page, recalled). S3 Standard"
+    " PUT $0.005 per 1,000 and $0.023/GB-month, SQS and Lambda as above. As of 2026-11-22,"
+    " us-east-1."
+)
+S3V_PUT_GB = 0.20
+S3V_STORAGE_GB_MONTH = 0.06
+S3V_QUERY = 2.50 / 1e6
+S3V_QUERY_TB = 0.004
+TITAN_V2_1K_TOKENS = 0.00002
+S3_PUT = 0.005 / 1000
+S3_STORAGE_GB_MONTH = 0.023
+# Assumptions of the model (stated in what it prints).
+RAG_CHARS_PER_TOKEN = 4
+RAG_CHUNK_TOKENS, RAG_OVERLAP_TOKENS = 800, 400  # OpenAI's default static chunking
+RAG_DIMENSION = 1024  # Titan V2's default
+RAG_FILE_MB = 1.0  # 100 MB arrives as 100 files
+RAG_TITAN_SECONDS = 0.06  # one InvokeModel, in region (assumed)
+RAG_EMBED_CONCURRENCY = 8  # EMBEDDING_CONCURRENCY's default
+RAG_WORKER_MB = 512
+RAG_SEARCH_FUNCTION_MB = 512
+RAG_QUERY_SECONDS = 0.10  # S3 Vectors' warm query ("as low as 100 ms", its user guide)
+RAG_QUERY_TOKENS = 20
+RAG_INDEX_VECTORS = 10_000  # the store a search runs over
+
+
+def rag_report() -> None:
+    """What ingesting 100 MB of text and 1,000 searches cost, line by line."""
+    text_bytes = 100 * 1e6
+    tokens = text_bytes / RAG_CHARS_PER_TOKEN
+    chunks = math.ceil(tokens / (RAG_CHUNK_TOKENS - RAG_OVERLAP_TOKENS))
+    embedded_tokens = chunks * RAG_CHUNK_TOKENS
+    files = math.ceil(100 / RAG_FILE_MB)
+    chunk_text = RAG_CHUNK_TOKENS * RAG_CHARS_PER_TOKEN
+    # A vector's logical size: its float32s, its key, its metadata (the chunk text and the
+    # payload's other fields, the filterable keys).
+    vector_bytes = 4 * RAG_DIMENSION + 40 + chunk_text + 400
+    vectors_gb = chunks * vector_bytes / 1e9
+    worker_seconds = chunks * RAG_TITAN_SECONDS / RAG_EMBED_CONCURRENCY
+    ingest = [
+        (
+            f"Titan V2 embeddings ({embedded_tokens / 1e6:.0f}M tokens)",
+            embedded_tokens / 1000 * TITAN_V2_1K_TOKENS,
+        ),
+        (f"S3 Vectors PUT ({vectors_gb * 1000:.0f} MB logical)", vectors_gb * S3V_PUT_GB),
+        (f"S3 PUT of {files} files", files * S3_PUT),
+        ("SQS (send, receive, delete a file)", files * 3 * SQS_REQUEST),
+        (
+            f"Lambda worker ({worker_seconds:.0f} s at {RAG_WORKER_MB} MB)",
+            worker_seconds * RAG_WORKER_MB / 1024 * LAMBDA_GB_SECOND + files * LAMBDA_REQUEST,
+        ),
+        ("API Gateway (upload + attach a file)", files * 2 * APIGW_REST_REQUEST),
+    ]
+    monthly = vectors_gb * S3V_STORAGE_GB_MONTH + 0.1 * S3_STORAGE_GB_MONTH
+    processed_tb = RAG_INDEX_VECTORS * (4 * RAG_DIMENSION + 40 + 200) / 1e12
+    searches = [
+        (
+            f"Titan V2 query embeddings ({RAG_QUERY_TOKENS} tokens each)",
+            1000 * RAG_QUERY_TOKENS / 1000 * TITAN_V2_1K_TOKENS,
+        ),
+        ("S3 Vectors QueryVectors requests", 1000 * S3V_QUERY),
+        (
+            f"S3 Vectors data processed ({RAG_INDEX_VECTORS:,} vectors an index)",
+            1000 * processed_tb * S3V_QUERY_TB,
+        ),
+        (
+            f"Lambda ({RAG_TITAN_SECONDS + RAG_QUERY_SECONDS:.2f} s a search at {RAG_SEARCH_FUNCTION_MB} MB)",
+            1000
+            * (RAG_TITAN_SECONDS + RAG_QUERY_SECONDS)
+            * RAG_SEARCH_FUNCTION_MB
+            / 1024
+            * LAMBDA_GB_SECOND,
+        ),
+        ("API Gateway (a search request each)", 1000 * APIGW_REST_REQUEST),
+    ]
+    print("files and file search (issue 15): USD, priced from sizes and stated assumptions")
+    print(f"  prices: {S3V_PRICES_SOURCE}")
+    print(
+        f"  ingesting 100 MB of text: {tokens / 1e6:.0f}M tokens at {RAG_CHARS_PER_TOKEN} characters"
+        f" a token, {chunks:,} chunks of {RAG_CHUNK_TOKENS} tokens ({RAG_OVERLAP_TOKENS} overlap),"
+        f" {RAG_DIMENSION}-dimension vectors of {vector_bytes / 1024:.1f} KB with their metadata"
+    )
+    for what, usd in ingest:
+        print(f"    {what:<58}{usd:10.4f}")
+    print(f"    {'total':<58}{sum(u for _, u in ingest):10.4f}")
+    print(f"    {'and storage, a month (vectors + the files in S3)':<58}{monthly:10.4f}")
+    print(f"  1,000 searches (top 10 over a {RAG_INDEX_VECTORS:,}-chunk store):")
+    for what, usd in searches:
+        print(f"    {what:<58}{usd:10.4f}")
+    print(f"    {'total':<58}{sum(u for _, u in searches):10.4f}")
 
 
 if __name__ == "__main__":

@@ -303,13 +303,20 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
     from agents_core.web.app import create_app
     from agents_core.web.conversations import router as conversations_router
     from agents_core.web.discovery import router as discovery_router
+    from agents_core.web.embeddings import router as embeddings_router
     from agents_core.web.responses import router as responses_router
     from agents_core.web.safety import safety_router, shields_router
     from agents_core.web.tools import router as tools_router
     from agents_core.web.turns import resume_router, turns_router
 
     apps = {
-        "AgentsFunction": (agents_router, tools_router, shields_router, safety_router),
+        "AgentsFunction": (
+            agents_router,
+            tools_router,
+            shields_router,
+            safety_router,
+            embeddings_router,
+        ),
         "TurnsFunction": (turns_router,),
         "ResumeFunction": (resume_router,),
         "ResponsesFunction": (responses_router, conversations_router, discovery_router),
@@ -331,7 +338,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
         assert served == deployed, name
 
 
-BUFFERED_ROUTES = 35
+BUFFERED_ROUTES = 37
 
 
 def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
@@ -354,7 +361,8 @@ def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
                 assert uri.endswith("/invocations"), (path, method)
                 buffered.add((path, method))
     assert streamed == STREAMED
-    # The agents function's routes (Mangum): agents under /v1 and /v1alpha, tools, shields.
+    # The agents function's routes (Mangum): agents under /v1 and /v1alpha, tools, shields,
+    # embeddings.
     assert len(buffered) == BUFFERED_ROUTES
     stage = next(r for r in resources.values() if r["Type"] == "AWS::ApiGateway::Stage")
     assert stage["Properties"]["AccessLogSetting"]["DestinationArn"] == {

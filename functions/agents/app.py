@@ -1,18 +1,21 @@
 """Lambda entry point of the agents function (buffered): agents, sessions, turn and step reads;
-tool groups and the tool runtime; shields, run-shield and moderations."""
+tool groups and the tool runtime; shields, run-shield and moderations; embeddings."""
 
 from agents_core.log import logger
 from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.web.agents import router
 from agents_core.web.app import create_app
+from agents_core.web.embeddings import router as embeddings_router
 from agents_core.web.safety import safety_router, shields_router
 from agents_core.web.tools import router as tools_router
 from aws_lambda_powertools.logging import correlation_paths
 from mangum import Mangum
 
 services = build_services(Settings.from_env())
-app = create_app(router, tools_router, shields_router, safety_router, services=services)
+app = create_app(
+    router, tools_router, shields_router, safety_router, embeddings_router, services=services
+)
 stores = (services.agents, services.turns)  # built (imports and all) during init
 _asgi = Mangum(app, lifespan="off")
 

@@ -124,6 +124,29 @@ def _web_search_note(provider: str) -> str:
     return f"web search: {provider}"
 
 
+def _start_vector_peer() -> str:
+    """The local S3 Vectors (functions/local/vector_peer.py: moto lacks QueryVectors), unless
+    AWS_ENDPOINT_URL_S3VECTORS names one; boto3 sends the s3vectors client there."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3VECTORS")
+    if endpoint:
+        return f"S3 Vectors at {endpoint}"
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from vector_peer import start_vector_peer
+
+    url, _ = start_vector_peer()
+    os.environ["AWS_ENDPOINT_URL_S3VECTORS"] = url
+    return f"S3 Vectors: local peer at {url} (in memory)"
+
+
+def _embedder_note(settings: Any) -> str:
+    if settings.embedding_provider == "offline":
+        return (
+            "embeddings: offline, lexical not semantic (set EMBEDDING_PROVIDER=bedrock or"
+            " openai for a real model)"
+        )
+    return f"embeddings: {settings.embedding_provider}"
+
+
 def _bedrock_note(embedded: bool) -> str:
     """Where bedrock/ models go: the embedded moto server has no Bedrock."""
     bedrock_endpoint = os.environ.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
@@ -238,6 +261,7 @@ def build_local_app():
     from agents_core.web.app import create_app
     from agents_core.web.conversations import router as conversations_router
     from agents_core.web.discovery import router as discovery_router
+    from agents_core.web.embeddings import router as embeddings_router
     from agents_core.web.responses import router as responses_router
     from agents_core.web.safety import safety_router, shields_router
     from agents_core.web.tools import router as tools_router
@@ -261,6 +285,7 @@ def build_local_app():
         endpoint = os.environ["AWS_ENDPOINT_URL"] = _start_embedded_moto()
         where = "embedded moto server"
 
+    vectors_note = _start_vector_peer()
     settings = Settings.from_env()
     if settings.local_auth not in ("", "keys"):
         raise StartupError(
@@ -288,6 +313,13 @@ def build_local_app():
         raise _aws_failure(endpoint, err) from None
     services = build_services(settings, client)
     services.sqs_client = sqs
+    try:
+        services.embedder  # noqa: B018 (a wrong EMBEDDING_* setting fails here, said once)
+        services.vector_index.ensure_bucket()
+    except ValueError as err:
+        raise StartupError(str(err)) from None
+    except (BotoCoreError, ClientError) as err:
+        raise _aws_failure(os.environ["AWS_ENDPOINT_URL_S3VECTORS"], err) from None
 
     snapshot = TableSnapshot(client, settings.table_name, data_dir) if data_dir else None
     if snapshot:
@@ -339,6 +371,7 @@ def build_local_app():
         tools_router,
         shields_router,
         safety_router,
+        embeddings_router,
         local,
         services=services,
         lifespan=lifespan,
@@ -356,6 +389,7 @@ def build_local_app():
         f" | {_web_search_note(settings.web_search_provider)}"
         f" | callers' URLs may also reach {', '.join(settings.outbound_allow) or 'nothing private'}"
         f" | {_shields_note(settings)}"
+        f" | {_embedder_note(settings)} | {vectors_note}, bucket {settings.vector_bucket_name}"
     )
     return app, services, description
 

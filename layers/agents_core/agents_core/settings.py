@@ -103,6 +103,26 @@ class Settings:
     stream_alive_check_seconds: float = 3.0
     #: The longest a follower follows, below the streaming functions' 900 s timeout.
     stream_follow_max_seconds: float = 870.0
+    #: Embeddings (agents_core.vectors): `offline` (lexical, deterministic, no network),
+    #: `bedrock` (Titan Text Embeddings V2 through InvokeModel) or `openai` (an
+    #: OpenAI-compatible `/v1/embeddings`). Model and dimension default per provider.
+    embedding_provider: str = "offline"
+    embedding_model: str | None = None
+    embedding_dimension: int | None = None
+    #: The OpenAI-compatible embeddings endpoint; unset, OPENAI_BASE_URL's. Its key as the
+    #: models': EMBEDDING_API_KEY locally, else the secret EMBEDDING_API_KEY_SECRET_ID names
+    #: (unset: the models' key and secret).
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = None
+    embedding_api_key_secret_id: str | None = None
+    #: One embedding call (a batch to the endpoint, one text to Bedrock), and how many Bedrock
+    #: calls run at once (Titan embeds one text a call).
+    embedding_timeout_seconds: float = 30.0
+    embedding_concurrency: int = 8
+    #: The S3 Vectors bucket holding one vector index per (tenant, vector store): its name, or
+    #: its ARN (a stack passes the ARN: CloudFormation names the bucket). Its endpoint is
+    #: boto3's own (AWS_ENDPOINT_URL_S3VECTORS, else AWS_ENDPOINT_URL).
+    vector_bucket_name: str = "serverless-agents-vectors"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -196,4 +216,28 @@ class Settings:
             background_unstored_seconds=int(
                 os.environ.get("BACKGROUND_UNSTORED_SECONDS", cls.background_unstored_seconds)
             ),
+            embedding_provider=(
+                os.environ.get("EMBEDDING_PROVIDER", "").strip().lower() or cls.embedding_provider
+            ),
+            embedding_model=os.environ.get("EMBEDDING_MODEL") or None,
+            # 0 (the stack's default) or unset: the provider's default.
+            embedding_dimension=int(os.environ.get("EMBEDDING_DIMENSION") or 0) or None,
+            embedding_base_url=os.environ.get("EMBEDDING_BASE_URL") or None,
+            embedding_api_key=os.environ.get("EMBEDDING_API_KEY") or None,
+            embedding_api_key_secret_id=os.environ.get("EMBEDDING_API_KEY_SECRET_ID") or None,
+            embedding_timeout_seconds=float(
+                os.environ.get("EMBEDDING_TIMEOUT_SECONDS", cls.embedding_timeout_seconds)
+            ),
+            embedding_concurrency=int(
+                os.environ.get("EMBEDDING_CONCURRENCY", cls.embedding_concurrency)
+            ),
+            vector_bucket_name=_bucket_name(os.environ.get("VECTOR_BUCKET_NAME"))
+            or cls.vector_bucket_name,
         )
+
+
+def _bucket_name(value: str | None) -> str | None:
+    """A vector bucket's name, given its name or its ARN (arn:...:bucket/<name>)."""
+    if value and value.startswith("arn:"):
+        return value.rsplit("bucket/", 1)[-1]
+    return value or None

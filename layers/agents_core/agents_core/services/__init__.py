@@ -21,6 +21,7 @@ class Services:
     events_client: Any = None  # EventBridge; created at the first publish unless given
     bedrock_client: Any = None  # bedrock-runtime for guardrails; created at first use unless given
     sqs_client: Any = None  # for the background queue; created at first use unless given
+    s3vectors_client: Any = None  # for the vector index; created at first use unless given
 
     @cached_property
     def agents(self):
@@ -195,6 +196,21 @@ class Services:
         from .tool_runtime import ServerToolRuntime
 
         return ServerToolRuntime(self.settings, self.toolgroups)
+
+    @cached_property
+    def embedder(self):
+        """The configured embedder (agents_core.vectors): offline, Bedrock Titan or an
+        OpenAI-compatible endpoint; built, its SDKs imported, at first use."""
+        from ..vectors import build_embedder
+
+        return build_embedder(self.settings)
+
+    @cached_property
+    def vector_index(self):
+        """The vector index port: one S3 Vectors index per (tenant, vector store)."""
+        from ..vectors import build_vector_index
+
+        return build_vector_index(self.settings, self.s3vectors_client)
 
 
 class _OnFirstUse:
