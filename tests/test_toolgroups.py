@@ -121,7 +121,7 @@ def group_ids(client: LlamaStackClient) -> list[str]:
 def test_web_search_is_a_group_of_every_tenant_without_registering(client_as):
     for tenant in (ALICE, BOB):
         client = client_as(tenant)
-        assert group_ids(client) == ["builtin::websearch"]
+        assert group_ids(client) == ["builtin::websearch", "builtin::rag"]
         group = client.toolgroups.get("builtin::websearch")
         assert group.type == "tool_group" and group.provider_id.endswith("-search")
         (tool,) = client.tools.list(toolgroup_id="builtin::websearch")
@@ -141,7 +141,7 @@ def test_registering_a_built_in_group_again_is_a_no_op_and_unregistering_it_a_40
     group = alice.toolgroups.get("builtin::websearch")
     alice.toolgroups.register(toolgroup_id="builtin::websearch", provider_id="tavily-search")
     alice.toolgroups.register(toolgroup_id="builtin::websearch", provider_id=group.provider_id)
-    assert group_ids(alice) == ["builtin::websearch"]
+    assert group_ids(alice) == ["builtin::websearch", "builtin::rag"]
     status, detail = status_of(lambda: alice.toolgroups.unregister("builtin::websearch"))
     assert status == 400 and "built in" in detail
     assert alice.toolgroups.get("builtin::websearch") == group
@@ -152,7 +152,7 @@ def test_registering_a_built_in_group_again_is_a_no_op_and_unregistering_it_a_40
 
 def test_an_mcp_server_registered_is_listed_its_tools_run_and_it_unregisters(alice, peer):
     register(alice, peer.url)
-    assert group_ids(alice) == ["builtin::websearch", "mcp::peer"]
+    assert group_ids(alice) == ["builtin::websearch", "builtin::rag", "mcp::peer"]
     group = alice.toolgroups.get("mcp::peer")
     assert (group.provider_id, group.mcp_endpoint.uri) == (MCP, peer.url)
 
@@ -176,7 +176,7 @@ def test_an_mcp_server_registered_is_listed_its_tools_run_and_it_unregisters(ali
     assert (result.content, result.error_code) == ("42", None)
 
     alice.toolgroups.unregister("mcp::peer")
-    assert group_ids(alice) == ["builtin::websearch"]
+    assert group_ids(alice) == ["builtin::websearch", "builtin::rag"]
     assert status_of(lambda: alice.toolgroups.get("mcp::peer"))[0] == 404
     assert status_of(lambda: alice.tools.get("add"))[0] == 404
     assert status_of(lambda: alice.toolgroups.unregister("mcp::peer"))[0] == 404
@@ -284,7 +284,7 @@ def test_the_clients_agent_class_finds_the_tools_of_its_groups(alice, peer):
             },
             "mcp_endpoint",
         ),
-        ({"toolgroup_id": "builtin::rag", "provider_id": "rag-runtime"}, "builtin::websearch"),
+        ({"toolgroup_id": "builtin::code", "provider_id": "x"}, "builtin::websearch"),
         (
             {
                 "toolgroup_id": "builtin::websearch",
@@ -316,7 +316,7 @@ def test_bad_registrations_are_400_and_store_nothing(base, alice, peer, body, sa
     resp = httpx.post(f"{base}/v1/toolgroups", json=body, headers=tenant_headers(ALICE))
     assert resp.status_code == 400, resp.text
     assert says in resp.json()["detail"]
-    assert group_ids(alice) == ["builtin::websearch"]
+    assert group_ids(alice) == ["builtin::websearch", "builtin::rag"]
 
 
 def test_a_group_too_large_to_store_is_413_and_stores_nothing(base, alice, peer):
@@ -324,7 +324,7 @@ def test_a_group_too_large_to_store_is_413_and_stores_nothing(base, alice, peer)
     body["args"] = {"blob": "x" * 500_000}
     resp = httpx.post(f"{base}/v1/toolgroups", json=body, headers=tenant_headers(ALICE))
     assert resp.status_code == 413, resp.text
-    assert group_ids(alice) == ["builtin::websearch"]
+    assert group_ids(alice) == ["builtin::websearch", "builtin::rag"]
 
 
 def test_bad_tool_references_and_provider_data_are_400(base, client_as):
@@ -349,7 +349,7 @@ def test_bad_tool_references_and_provider_data_are_400(base, client_as):
 def test_a_tenant_never_sees_or_changes_another_tenants_groups(client_as, peer):
     alice, bob = client_as(ALICE), client_as(BOB)
     register(alice, peer.url)
-    assert group_ids(bob) == ["builtin::websearch"]
+    assert group_ids(bob) == ["builtin::websearch", "builtin::rag"]
     assert status_of(lambda: bob.toolgroups.get("mcp::peer"))[0] == 404
     assert status_of(lambda: bob.toolgroups.unregister("mcp::peer"))[0] == 404
     assert status_of(lambda: bob.tools.list(toolgroup_id="mcp::peer"))[0] == 404
@@ -361,7 +361,7 @@ def test_a_tenant_never_sees_or_changes_another_tenants_groups(client_as, peer):
     # Bob may use the same id for a server of his own.
     register(bob, peer.url, args={"owner": "bob"})
     assert alice.toolgroups.get("mcp::peer").args is None
-    assert group_ids(alice) == ["builtin::websearch", "mcp::peer"]
+    assert group_ids(alice) == ["builtin::websearch", "builtin::rag", "mcp::peer"]
 
 
 # --- for the agent loop ------------------------------------------------------------------------
@@ -403,12 +403,12 @@ def test_the_local_server_serves_tool_groups_to_the_client(peer):
     with running_server() as (base, _):
         client = LlamaStackClient(base_url=base, max_retries=0)
         register(client, peer.url, toolgroup_id="mcp::local")
-        assert group_ids(client) == ["builtin::websearch", "mcp::local"]
+        assert group_ids(client) == ["builtin::websearch", "builtin::rag", "mcp::local"]
         assert "echo" in [t.identifier for t in client.tools.list(toolgroup_id="mcp::local")]
         result = client.tool_runtime.invoke_tool(tool_name="echo", kwargs={"text": "hi there"})
         assert result.content == "hi there"
         client.toolgroups.unregister("mcp::local")
-        assert group_ids(client) == ["builtin::websearch"]
+        assert group_ids(client) == ["builtin::websearch", "builtin::rag"]
 
 
 def test_the_document_lists_the_statuses_the_tool_routes_answer(base):

@@ -534,3 +534,29 @@ def test_the_outbound_allow_list_is_read_from_the_environment(monkeypatch):
     assert settings.outbound_allow == ("10.0.0.0/8", "mcp.internal")
     assert settings.tool_result_max_bytes == 1000
     assert Settings().outbound_allow == ()  # nothing private by default (Lambda)
+
+
+# --- knowledge_search (builtin::rag) -------------------------------------------------------------
+
+
+def test_knowledge_search_searches_the_stores_its_group_names_and_numbers_the_chunks():
+    from types import SimpleNamespace
+
+    from agents_core.tools import KnowledgeSearchTool
+
+    asked = []
+
+    async def search(tenant, stores, query, max_results):
+        asked.append((tenant, list(stores), query, max_results))
+        return [SimpleNamespace(file_id="file-1", filename="otters.md", score=0.9, text="Otters.")]
+
+    tool = KnowledgeSearchTool(search, "acme")
+    text = asyncio.run(tool.call('{"query": "otters", "vector_db_ids": ["vs_1"]}'))
+    assert asked == [("acme", ["vs_1"], "otters", 5)]
+    assert "[1] otters.md (document_id: file-1, score 0.90)\nOtters." in text
+    for arguments, message in [
+        ('{"vector_db_ids": ["vs_1"]}', "query"),
+        ('{"query": "otters"}', "vector_db_ids"),
+    ]:
+        with pytest.raises(ToolFailed, match=message):
+            asyncio.run(tool.call(arguments))

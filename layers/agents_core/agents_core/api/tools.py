@@ -18,6 +18,7 @@ from .common import URL, ApiModel, InterleavedContent, ToolParameter
 MCP_PROVIDER_ID = "model-context-protocol"
 PROVIDER_DATA_HEADER = "X-LlamaStack-Provider-Data"
 WEB_SEARCH_GROUP = "builtin::websearch"
+RAG_GROUP = "builtin::rag"
 #: Ids under this prefix are the server's own groups: a caller cannot register one.
 BUILTIN_PREFIX = "builtin::"
 

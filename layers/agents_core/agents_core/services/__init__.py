@@ -93,8 +93,13 @@ class Services:
         from ..store.toolgroups import ToolGroupStore
         from .tools import ToolGroupService
 
+        async def file_search(tenant, vector_store_ids, query, max_results):  # builtin::rag
+            return await self.tool_runtime.file_search(tenant, vector_store_ids, query, max_results)
+
         return ToolGroupService(
-            ToolGroupStore(self.dynamodb, self.settings.table_name), self.settings
+            ToolGroupStore(self.dynamodb, self.settings.table_name),
+            self.settings,
+            file_search=file_search,
         )
 
     @cached_property
@@ -195,7 +200,9 @@ class Services:
         """The engine's tool runtime port: MCP servers, web search, the tenant's tool groups."""
         from .tool_runtime import ServerToolRuntime
 
-        return ServerToolRuntime(self.settings, self.toolgroups)
+        return ServerToolRuntime(
+            self.settings, self.toolgroups, vector_stores=lambda: self.vector_stores
+        )
 
     @cached_property
     def embedder(self):

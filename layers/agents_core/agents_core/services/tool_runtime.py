@@ -4,10 +4,12 @@ Nothing here is imported until a request names a server-side tool."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..engine.server_tools import McpEndpoint, ServerToolset
+from ..engine.server_tools import FileHit, McpEndpoint, ServerToolset
+from ..errors import InvalidRequest
 from ..inference.types import ToolSpec
 from ..settings import Settings
 
@@ -16,9 +18,15 @@ if TYPE_CHECKING:
 
 
 class ServerToolRuntime:
-    def __init__(self, settings: Settings, toolgroups: ToolGroupService) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        toolgroups: ToolGroupService,
+        vector_stores: Callable[[], Any] | None = None,
+    ) -> None:
         self._settings = settings
         self._toolgroups = toolgroups  # it holds the guard and the web search provider
+        self._vector_stores = vector_stores  # built at the first file search
 
     async def check_url(self, url: str) -> None:
         await self._toolgroups.guard.check(url)
@@ -56,6 +64,32 @@ class ServerToolRuntime:
             self._toolgroups.web_search, max_bytes=self._settings.tool_result_max_bytes
         )
         return ToolSpec(WEB_SEARCH.name, WEB_SEARCH.description, WEB_SEARCH.parameters), tool
+
+    async def file_search(
+        self,
+        tenant: str,
+        vector_store_ids: Sequence[str],
+        query: str,
+        max_results: int,
+        filters: Mapping[str, Any] | None = None,
+        score_threshold: float | None = None,
+    ) -> list[FileHit]:
+        """The vector stores' search (the same as `POST /v1/vector_stores/{id}/search`)."""
+        if self._vector_stores is None:
+            raise InvalidRequest("file search is not available on this deployment")
+        results = await asyncio.to_thread(
+            self._vector_stores().search,
+            tenant,
+            list(vector_store_ids),
+            query,
+            max_results,
+            dict(filters) if filters else None,
+            score_threshold,
+        )
+        return [
+            FileHit(r.file_id, r.filename, r.score, r.text, dict(r.attributes or {}))
+            for r in results
+        ]
 
     async def fetch(self, url: str, max_bytes: int) -> tuple[bytes, str]:
         from ..tools import fetch_document

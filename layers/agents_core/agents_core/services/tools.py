@@ -26,6 +26,7 @@ from ..api.tools import (
     BUILTIN_PREFIX,
     MAX_TOOL_NAME,
     MCP_PROVIDER_ID,
+    RAG_GROUP,
     TOOLGROUP_ID_PATTERN,
     WEB_SEARCH_GROUP,
     ProviderData,
@@ -117,9 +118,12 @@ class GroupTool:
 
 
 class ToolGroupService:
-    def __init__(self, store: ToolGroupStore, settings: Settings) -> None:
+    def __init__(self, store: ToolGroupStore, settings: Settings, file_search: Any = None) -> None:
         self._store = store
         self._settings = settings
+        #: `search(tenant, vector_store_ids, query, max_results)` for `builtin::rag`; without
+        #: it (no vector stores here) the group does not exist.
+        self._file_search = file_search
 
     # --- the runtime -------------------------------------------------------------------------
 
@@ -143,13 +147,18 @@ class ToolGroupService:
         return f"{self._settings.web_search_provider}-search"
 
     def _builtin_groups(self) -> dict[str, ToolGroup]:
-        return {
+        groups = {
             WEB_SEARCH_GROUP: ToolGroup(
                 identifier=WEB_SEARCH_GROUP,
                 provider_resource_id=WEB_SEARCH_GROUP,
                 provider_id=self.web_search_provider_id,
             )
         }
+        if self._file_search is not None:  # Llama Stack's provider id for it
+            groups[RAG_GROUP] = ToolGroup(
+                identifier=RAG_GROUP, provider_resource_id=RAG_GROUP, provider_id="rag-runtime"
+            )
+        return groups
 
     def _server(self, group: ToolGroup, provider_data: ProviderData):
         from ..tools import McpServer
@@ -162,10 +171,12 @@ class ToolGroupService:
         self, group: ToolGroup, provider_data: ProviderData
     ) -> list[ToolDefinition]:
         """The group's tools as the runtime defines them (an MCP server's: listed, cached)."""
-        from ..tools import WEB_SEARCH, ToolFailed, list_mcp_tools
+        from ..tools import KNOWLEDGE_SEARCH, WEB_SEARCH, ToolFailed, list_mcp_tools
 
         if group.identifier == WEB_SEARCH_GROUP:
             return [WEB_SEARCH]
+        if group.identifier == RAG_GROUP:
+            return [KNOWLEDGE_SEARCH]
         try:
             return await list_mcp_tools(
                 self._server(group, provider_data),
@@ -178,12 +189,22 @@ class ToolGroupService:
                 f"The MCP server of tool group {group.identifier} failed to list its tools: {err}"
             ) from err
 
-    def _runner(self, group: ToolGroup, definition: ToolDefinition, provider_data: ProviderData):
+    def _runner(
+        self,
+        tenant: str,
+        group: ToolGroup,
+        definition: ToolDefinition,
+        provider_data: ProviderData,
+    ):
         """What runs one tool of the group: the runtime's adapter for it."""
-        from ..tools import McpTool, WebSearchTool
+        from ..tools import KnowledgeSearchTool, McpTool, WebSearchTool
 
         if group.identifier == WEB_SEARCH_GROUP:
             return WebSearchTool(self.web_search, max_bytes=self._settings.tool_result_max_bytes)
+        if group.identifier == RAG_GROUP:
+            return KnowledgeSearchTool(
+                self._file_search, tenant, max_bytes=self._settings.tool_result_max_bytes
+            )
         return McpTool(
             self._server(group, provider_data),
             definition,
@@ -316,7 +337,7 @@ class ToolGroupService:
         from ..tools import ToolFailed
 
         group, definition = await self._find(tenant, tool_name, provider_data)
-        runner = self._runner(group, definition, provider_data)
+        runner = self._runner(tenant, group, definition, provider_data)
         try:
             text = await runner.call(json.dumps(kwargs))
         except ToolFailed as err:
@@ -409,6 +430,6 @@ class ToolGroupService:
                     if out[definition.name].toolgroup_id == group_id:
                         continue  # the same group named twice
                     raise InvalidRequest(f"Tool {definition.name} is offered by two tool groups")
-                runner = self._runner(group, definition, provider_data)
+                runner = self._runner(tenant, group, definition, provider_data)
                 out[definition.name] = GroupTool(group_id, definition, runner, dict(args))
         return list(out.values())

@@ -15,6 +15,7 @@ a function that serves no server-side tool pays nothing for them.
 from .base import ToolDefinition, ToolFailed, parse_arguments
 from .documents import fetch_document
 from .guard import OutboundGuard, OutboundRefused
+from .knowledge_search import KNOWLEDGE_SEARCH, KnowledgeSearchTool
 from .mcp_client import McpServer, McpTool, call_mcp_tool, forget_cached_tools, list_mcp_tools
 from .web_search import (
     WEB_SEARCH,
@@ -27,7 +28,9 @@ from .web_search import (
 )
 
 __all__ = [
+    "KNOWLEDGE_SEARCH",
     "WEB_SEARCH",
+    "KnowledgeSearchTool",
     "McpServer",
     "McpTool",
     "OfflineWebSearch",
