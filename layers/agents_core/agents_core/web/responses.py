@@ -116,7 +116,9 @@ async def get_response(
 
     async def alive() -> bool:
         now = await status()
-        return now is None or now in _RUNNING
+        if now is None:  # running, unless it was deleted meanwhile (its events with it)
+            return await svc.streams.last_sequence(tenant, key) >= 0
+        return now in _RUNNING
 
     now, last = await asyncio.gather(status(), svc.streams.last_sequence(tenant, key))
     if last < 0:
