@@ -78,6 +78,8 @@ async def resume_turn(
     except BaseException:
         if last is not None:
             last.cancel()
+            if last.done() and not last.cancelled():
+                last.exception()  # retrieved: the resume's own error is the one to answer
         raise
     start: int | None = 0
     if last is not None:
