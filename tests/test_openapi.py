@@ -51,3 +51,27 @@ def test_a_message_role_is_required_in_the_document_as_by_the_service(api, docum
     agent_id, session_id = new_session(api)
     resp = api.post(turn_url(agent_id, session_id), json={"messages": [{"content": "hi"}]})
     assert resp.status_code == 400
+
+
+def test_both_stream_rejoin_routes_are_documented_as_event_streams_with_their_parameters():
+    from agents_core.services import Services
+    from agents_core.settings import Settings
+    from agents_core.web.app import create_app
+    from agents_core.web.responses import router as responses_router
+    from agents_core.web.turns import turns_router
+
+    paths = create_app(responses_router, turns_router, services=Services(Settings())).openapi()[
+        "paths"
+    ]
+    turn = "/agents/{agent_id}/session/{session_id}/turn/{turn_id}/stream"
+    response = "/responses/{response_id}"
+    for path in (f"/v1{turn}", f"/v1alpha{turn}", f"/v1/openai/v1{response}", f"/v1{response}"):
+        operation = paths[path]["get"]
+        assert "text/event-stream" in operation["responses"]["200"]["content"], path
+        params = {(p["name"], p["in"]) for p in operation["parameters"]}
+        assert {("starting_after", "query"), ("last-event-id", "header")} <= params, path
+        assert {"400", "404"} <= set(operation["responses"]), path
+    assert ("stream", "query") in {
+        (p["name"], p["in"]) for p in paths[f"/v1{response}"]["get"]["parameters"]
+    }
+    assert "application/json" in paths[f"/v1{response}"]["get"]["responses"]["200"]["content"]

@@ -13,6 +13,7 @@ import time
 import httpx
 import openai
 import pytest
+from agents_core.errors import NotFound
 from agents_core.services import Services, build_services
 from agents_core.services.streams import (
     Frame,
@@ -26,7 +27,7 @@ from agents_core.store import keys
 from agents_core.store.items import item_size
 from agents_core.store.schema import TTL_ATTRIBUTE
 from agents_core.store.stream_events import StreamEventStore
-from agents_core.store.table import Table
+from agents_core.store.table import Table, key
 
 from .conftest import TABLE, agent_config
 from .lambda_support import ROOT
@@ -322,6 +323,25 @@ def test_a_failed_write_leaves_the_live_stream_going_and_skips_those_frames(dyna
 
     asyncio.run(produce())
     assert [f.seq for f in asyncio.run(collect(log, stream))] == [1, 2, 3]  # 0's write failed
+
+
+def test_a_turn_runs_for_its_followers_while_the_lock_names_it_running_within_its_lease(dynamodb):
+    store = log_of(dynamodb).store
+    session = {**key(keys.session_pk(TENANT, "s1"), keys.SESSION), "agent_id": {"S": "a1"}}
+
+    def running(**lock) -> bool:
+        dynamodb.put_item(TableName=TABLE, Item={**session, **lock})
+        return store.turn_running(TENANT, "a1", "s1", "t1")
+
+    later, earlier = str(int(time.time()) + 60), str(int(time.time()) - 1)
+    run = {"active_turn": {"S": "t1"}, "active_state": {"S": "running"}}
+    assert running(**run, lease_until={"N": later})
+    assert not running(**run, lease_until={"N": earlier})  # its Lambda died
+    assert not running(active_turn={"S": "t1"}, active_state={"S": "awaiting_input"})
+    assert not running(**{**run, "active_turn": {"S": "t2"}}, lease_until={"N": later})
+    assert not running()  # ended
+    with pytest.raises(NotFound):
+        store.turn_running(TENANT, "another-agent", "s1", "t1")
 
 
 def test_frames_are_sent_with_their_sequence_number_as_the_sse_id():

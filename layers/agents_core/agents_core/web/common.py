@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Path, Response
+from fastapi import Header, Path, Query, Response
 from pydantic import BaseModel
 
 from ..errors import InvalidRequest
@@ -33,6 +33,27 @@ def canonical(path: str) -> str:
         if path == alias or path.startswith(alias + "/"):
             return prefix + path[len(alias) :]
     return path
+
+
+#: The query parameter and header of a rejoined stream, as the routes declare them.
+StartingAfter = Annotated[
+    int | None,
+    Query(
+        ge=-1,
+        description=(
+            "Replay the stream's events after this sequence number (an event's SSE `id`);"
+            " omitted: from the start"
+        ),
+    ),
+]
+LastEventId = Annotated[
+    str | None,
+    Header(
+        max_length=20,
+        description="The id of the last event received (EventSource sends it); wins over"
+        " `starting_after`",
+    ),
+]
 
 
 def rejoin_point(starting_after: int | None, last_event_id: str | None) -> int:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from ..api.common import Order
 from ..api.responses import (
@@ -19,7 +19,7 @@ from ..api.responses import (
 )
 from ..errors import InvalidRequest, NotFound
 from ..services.streams import Frame, StreamKey, response_frame
-from .common import ID_PATTERN, json_response, rejoin_point
+from .common import ID_PATTERN, LastEventId, StartingAfter, json_response, rejoin_point
 from .deps import Svc, Tenant
 from .sse import STREAM_DOC, follow_response, sse_response
 
@@ -96,14 +96,18 @@ async def get_response(
     response_id: ResponseId,
     tenant: Tenant,
     svc: Svc,
-    stream: bool = False,
-    starting_after: Annotated[int | None, Query(ge=-1)] = None,
+    stream: Annotated[
+        bool, Query(description="Stream the response's events (SSE) instead of the object")
+    ] = False,
+    starting_after: StartingAfter = None,
     include: Annotated[list[str] | None, Query(max_length=32)] = None,
     include_obfuscation: bool | None = None,
-    last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+    last_event_id: LastEventId = None,
 ) -> Response:
-    """`include` and `include_obfuscation` are accepted (the openai SDK may send them) and
-    change nothing: events are replayed as they were sent."""
+    """The response object; with `stream=true`, its stream rejoined: the stored events after
+    `starting_after` (or `Last-Event-ID`), then the live run's until it ends. `include` and
+    `include_obfuscation` are accepted (the openai SDK may send them) and change nothing:
+    events are replayed as they were sent."""
     if not stream:
         stored = await asyncio.to_thread(svc.responses.get, tenant, response_id)
         public = stored.model_dump(exclude={"input"})
@@ -138,7 +142,9 @@ def _alive(svc: Any, tenant: str, response_id: str) -> Callable[[], Awaitable[bo
 
     async def alive() -> bool:
         now = await _status(svc, tenant, response_id)
-        return now is None or now in _RUNNING
+        if now is None:  # not stored (its start's write lost), unless deleted with its events
+            return await svc.streams.last_sequence(tenant, StreamKey.response(response_id)) >= 0
+        return now in _RUNNING
 
     return alive
 

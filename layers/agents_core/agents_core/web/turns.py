@@ -8,7 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Response
 
 from ..api.agents import CreateAgentTurnRequest, ResumeAgentTurnRequest, Turn
 from ..domain import AWAITING_INPUT
@@ -17,7 +17,15 @@ from ..errors import InvalidRequest, NotFound, RunFailed
 from ..log import logger
 from ..services import Services
 from ..services.streams import Frame, StreamKey
-from .common import AgentId, SessionId, TurnId, json_response, rejoin_point
+from .common import (
+    AgentId,
+    LastEventId,
+    SessionId,
+    StartingAfter,
+    TurnId,
+    json_response,
+    rejoin_point,
+)
 from .deps import Provider, Svc, Tenant
 from .sse import STREAM_DOC, follow_response, sse_response
 
@@ -70,6 +78,8 @@ async def resume_turn(
     except BaseException:
         if last is not None:
             last.cancel()
+            if last.done() and not last.cancelled():
+                last.exception()  # retrieved: the resume's own error is the one to answer
         raise
     start: int | None = 0
     if last is not None:
@@ -123,8 +133,8 @@ async def rejoin_turn_stream(
     turn_id: TurnId,
     tenant: Tenant,
     svc: Svc,
-    starting_after: Annotated[int | None, Query(ge=-1)] = None,
-    last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+    starting_after: StartingAfter = None,
+    last_event_id: LastEventId = None,
 ) -> Response:
     """The turn's stream (`data: <AgentTurnResponseStreamChunk>` with `id:` lines) after the
     event index `starting_after` (or `Last-Event-ID`, which wins), replayed from the store and
