@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import zlib
 
 import boto3
 import pytest
@@ -249,7 +250,7 @@ def test_each_pause_issues_a_new_token_stored_only_as_its_hash(services, model, 
     first = ids[EVENT_TOKEN]
     assert second != first and len(second) >= 32
     items = aws["dynamodb"].scan(TableName=TABLE)["Items"]
-    stored = json.dumps(items)
+    stored = json.dumps(items, default=lambda b: zlib.decompress(bytes(b)).decode())  # streams
     assert first not in stored and second not in stored
     state = services.turns.get_turn_state(
         TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id
@@ -660,6 +661,20 @@ def test_a_resumed_turn_out_of_time_is_parked_and_continued_by_the_queue_to_its_
         json.loads(r["messages"][-2]["tool_calls"][0]["function"]["arguments"])
         for r in model.requests[2:]
     ]
+    # The queue's part of the turn was recorded: a follower of the turn's stream sees it all.
+    from agents_core.services.streams import StreamKey
+
+    async def follow():
+        frames = services.streams.follow(
+            TENANT, StreamKey.turn(session_id, paused.turn_id), -1, alive=_never_alive
+        )
+        return [frame async for frame in frames]
+
+    frames = asyncio.run(follow())
+    assert [f.seq for f in frames] == list(range(len(frames)))
+    kinds = [json.loads(f.data)["event"]["payload"]["event_type"] for f in frames]
+    assert kinds.count("turn_start") == 3 and kinds[-1] == "turn_complete"
+    assert kinds.count("turn_awaiting_input") == 2  # each park
     assert queries == [{"query": "museums"}, {"query": "parks"}]
 
 
@@ -671,3 +686,7 @@ def test_the_invocation_deadline_is_read_from_the_web_adapters_lambda_context():
     assert invocation_deadline(None) is None
     assert invocation_deadline("not json") is None
     assert invocation_deadline('{"deadline": "soon"}') is None
+
+
+async def _never_alive() -> bool:
+    return False

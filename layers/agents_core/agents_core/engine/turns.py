@@ -113,12 +113,15 @@ class TurnRun:
         #: Issued when the turn was parked for time: its continuation's message carries it.
         self.continuation_token: str | None = None
 
-    async def result(self) -> Turn:
+    async def result(self, observe: Callable[[Any], None] | None = None) -> Turn:
         """Run to the end without streaming: the Turn, or RunFailed (raised once the run has
-        finished, its lifecycle event published)."""
+        finished, its lifecycle event published). `observe` sees each item of the stream (a
+        queued resume records them for followers)."""
         final: Turn | None = None
         failed: RunFailed | None = None
         async for item in self.events():
+            if observe is not None:
+                observe(item)
             if isinstance(item, RunFailed):
                 failed = item
                 continue

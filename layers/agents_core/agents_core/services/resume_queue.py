@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from .. import metrics
 from ..api.agents import AgentTurnResumeRequest, ToolExecutionStep
+from ..domain import AWAITING_INPUT
 from ..errors import Conflict, InvalidRequest, NotFound, RunFailed, Unauthenticated
 from ..log import logger
 from ..settings import DEFAULT_TENANT
@@ -120,8 +121,9 @@ class ResumeQueueWorker:
             raise _poison(log, err) from err
         except (NotFound, InvalidRequest) as err:
             raise _poison(log, err) from err
+        recorder, observe = await self._recorder(tenant, request, log)
         try:
-            turn = await run.result()
+            turn = await run.result(observe)
         except RunFailed as failed:
             if failed.retry:
                 logger.warning("model unavailable; resume will be retried", extra=log)
@@ -129,11 +131,35 @@ class ResumeQueueWorker:
                 raise ModelUnavailable(failed.message) from failed
             logger.warning("resumed turn failed", extra={**log, "reason": failed.message})
             return  # the turn is failed and stored; retrying cannot change that
+        finally:
+            if recorder is not None:  # a paused (or parked) turn's stream goes on later
+                await recorder.close(final=run.state.status != AWAITING_INPUT)
         if run.continuation_token is not None:
             await asyncio.to_thread(self._continue, tenant, request, run.continuation_token, log)
             return
         logger.info("turn resumed from the queue", extra={**log, "status": _status(turn)})
         metrics.count("ResumeMessagesApplied")
+
+    async def _recorder(
+        self, tenant: str, request: AgentTurnResumeRequest, log: dict[str, Any]
+    ) -> tuple[Any, Any]:
+        """The turn's stream goes on here, recorded for its followers (the turn's rejoin
+        route), numbered after its last stored event; (None, None) when that cannot be read."""
+        from .streams import StreamKey, turn_frame
+
+        key = StreamKey.turn(request.session_id, request.turn_id)
+        try:
+            start = await self.services.streams.last_sequence(tenant, key) + 1
+        except Exception:
+            logger.exception("turn stream's last event not read", extra=log)
+            return None, None
+        recorder = self.services.streams.recorder(tenant, key)
+        seq = iter(range(start, start + 1_000_000))
+
+        def observe(item: Any) -> None:
+            recorder.add(turn_frame(next(seq), item))
+
+        return recorder, observe
 
     def _continue(
         self, tenant: str, request: AgentTurnResumeRequest, token: str, log: dict[str, Any]

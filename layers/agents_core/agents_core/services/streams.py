@@ -21,6 +21,7 @@ until it reads the end mark; while nothing new comes it asks the caller's `alive
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ __all__ = [
     "StreamRecorder",
     "encode_frame",
     "response_frame",
+    "turn_frame",
 ]
 
 #: Characters buffered that make the recorder write at once (a flush then fits an item or two).
@@ -70,6 +72,18 @@ class StreamKey:
 def response_frame(event: Any) -> Frame:
     """An engine Responses stream event as the frame sent for it."""
     return Frame(seq=event.sequence_number, event=event.type, data=event.model_dump_json())
+
+
+def turn_frame(seq: int, item: Any) -> Frame:
+    """A turn's stream item as the frame sent for it: `data: <chunk>`, or at the end Llama
+    Stack's `data: {"error": ...}` for a RunFailed; its id is the event's index in the turn's
+    stream."""
+    from ..errors import RunFailed
+
+    if isinstance(item, RunFailed):
+        error = {"message": item.message, "status": item.status, **item.ids}
+        return Frame(seq, None, json.dumps({"error": error}))
+    return Frame(seq, None, item.model_dump_json())
 
 
 def encode_frame(frame: Frame) -> str:

@@ -13,10 +13,10 @@ from fastapi import APIRouter, Header, Response
 from ..api.agents import CreateAgentTurnRequest, ResumeAgentTurnRequest, Turn
 from ..domain import AWAITING_INPUT
 from ..engine.turns import TurnRun
-from ..errors import InvalidRequest, NotFound, RunFailed
+from ..errors import InvalidRequest, NotFound
 from ..log import logger
 from ..services import Services
-from ..services.streams import Frame, StreamKey
+from ..services.streams import Frame, StreamKey, turn_frame
 from .common import (
     AgentId,
     LastEventId,
@@ -109,16 +109,9 @@ async def _answer(run: TurnRun, svc: Services, start: int | None = 0) -> Respons
 
 
 async def _frames(items: AsyncIterator[Any], start: int) -> AsyncIterator[Frame]:
-    """`data: <chunk>` per event, or at the end Llama Stack's `data: {"error": ...}`; the
-    frame's id is the event's index in the turn's stream."""
     seq = start
     async for item in items:
-        if isinstance(item, RunFailed):
-            error = {"message": item.message, "status": item.status, **item.ids}
-            data = json.dumps({"error": error})
-        else:
-            data = item.model_dump_json()
-        yield Frame(seq, None, data)
+        yield turn_frame(seq, item)
         seq += 1
 
 
