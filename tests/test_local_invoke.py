@@ -56,7 +56,7 @@ PROMISES = {
         lambda r, _: [s["session_name"] for s in r.json()["data"]] == ["support chat"],
     ),
     "agents/get_turn.json": (
-        "AgentsFunction",
+        "TurnsFunction",
         200,
         lambda r, _: r.json()["output_message"]["tool_calls"][0]["tool_name"] == "get_weather",
     ),

@@ -97,7 +97,7 @@ def test_an_answer_is_stored_once_and_read_back_in_both_places(api, model, dynam
 
 
 def test_a_turn_too_large_for_one_read_is_413_and_its_steps_stay_readable(dynamodb, model):
-    with client(dynamodb, model, max_read_bytes=100_000) as api:
+    with client(dynamodb, model, max_read_bytes=100_000, max_streamed_read_bytes=100_000) as api:
         agent_id, session_id = new_session(api)
         created = run_turn(api, model, agent_id, session_id, "q" * 40_000, "a" * 40_000)
         turn = api.get(f"{turn_url(agent_id, session_id)}/{created['turn_id']}")
@@ -246,3 +246,23 @@ def test_a_record_in_parts_keeps_long_texts_once_and_content_that_looks_like_a_m
     assert head["SK"]["S"] == "TURN#t"
     assert json.loads(back["body"]) == body
     assert json.loads(back["history"]) == [{"content": long}]
+
+
+def test_a_turn_past_a_buffered_lambdas_6_mb_reads_whole_from_the_streaming_turns_function(
+    dynamodb, model
+):
+    """GET turn is served by the turns function, whose answers stream (no 6 MB bound): a turn
+    of 4 MB asked and 4 MB answered reads back whole there (a session read, buffered on the
+    agents function, still answers 413 naming the turn to read alone)."""
+    with client(dynamodb, model) as api:
+        agent_id, session_id = new_session(api)
+        question, answer = "q" * (4 * 1024 * 1024), "a" * (4 * 1024 * 1024)
+        created = run_turn(api, model, agent_id, session_id, question, answer)
+    config = Settings(table_name=TABLE, openai_base_url=model.url)
+    turns_only = create_app(turns_router, services=build_services(config, dynamodb))
+    with TestClient(turns_only) as streamed:
+        read = streamed.get(f"{turn_url(agent_id, session_id)}/{created['turn_id']}")
+    assert read.status_code == 200 and len(read.content) > 8 * 1024 * 1024
+    turn = read.json()
+    assert turn["input_messages"][0]["content"] == question
+    assert turn["output_message"]["content"] == answer

@@ -77,6 +77,9 @@ class Settings:
     #: The most a turn or session read answers, as JSON escaped into a Lambda response: a
     #: buffered Lambda answers at most 6 MB (a session read pages its turns to stay below).
     max_read_bytes: int = 6 * 1024 * 1024 - 64 * 1024
+    #: The most a streamed read answers (GET turn, on the streaming turns function): Lambda
+    #: streams up to 200 MB, and API Gateway slows a stream past 10 MB to 2 MB/s.
+    max_streamed_read_bytes: int = 100 * 1024 * 1024
     #: The queue of background responses (`background: true`) and their continuations.
     background_queue_name: str = "serverless-agents-background"
     background_queue_url: str | None = None  # the stack's; found by name when unset

@@ -15,12 +15,11 @@ from ..api.agents import (
     CreateAgentRequest,
     CreateAgentSessionRequest,
     Session,
-    Turn,
 )
 from ..api.common import PaginatedResponse
 from .common import ID_PATTERN, AgentId, SessionId, StepId, TurnId, json_response
 from .deps import Svc, Tenant
-from .reads import session_response, turn_response
+from .reads import session_response
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
@@ -114,14 +113,6 @@ def get_session(
 def delete_session(agent_id: AgentId, session_id: SessionId, tenant: Tenant, svc: Svc) -> Response:
     svc.agents.delete_session(tenant, agent_id, session_id)
     return Response(status_code=204)
-
-
-@router.get("/{agent_id}/session/{session_id}/turn/{turn_id}", responses={200: {"model": Turn}})
-def get_turn(
-    agent_id: AgentId, session_id: SessionId, turn_id: TurnId, tenant: Tenant, svc: Svc
-) -> Response:
-    turn = svc.turns.get_turn(tenant, agent_id, session_id, turn_id)
-    return turn_response(turn, svc.settings.max_read_bytes)
 
 
 @router.get(

@@ -27,6 +27,7 @@ from .common import (
     rejoin_point,
 )
 from .deps import Provider, Svc, Tenant
+from .reads import turn_response
 from .sse import STREAM_DOC, follow_response, sse_response
 
 turns_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
@@ -113,6 +114,18 @@ async def _frames(items: AsyncIterator[Any], start: int) -> AsyncIterator[Frame]
     async for item in items:
         yield turn_frame(seq, item)
         seq += 1
+
+
+@turns_router.get(
+    "/{agent_id}/session/{session_id}/turn/{turn_id}", responses={200: {"model": Turn}}
+)
+async def get_turn(
+    agent_id: AgentId, session_id: SessionId, turn_id: TurnId, tenant: Tenant, svc: Svc
+) -> Response:
+    """Served by the streaming turns function: its answer is streamed, so a turn larger than a
+    buffered Lambda's 6 MB reads whole (up to MAX_STREAMED_READ_BYTES)."""
+    turn = await asyncio.to_thread(svc.turns.get_turn, tenant, agent_id, session_id, turn_id)
+    return turn_response(turn, svc.settings.max_streamed_read_bytes)
 
 
 @turns_router.get(
