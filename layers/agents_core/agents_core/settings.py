@@ -248,9 +248,7 @@ class Settings:
             files_bucket=os.environ.get("FILES_BUCKET") or cls.files_bucket,
             file_max_bytes=int(os.environ.get("FILE_MAX_BYTES") or cls.file_max_bytes),
             ingest_max_chars=int(os.environ.get("INGEST_MAX_CHARS") or cls.ingest_max_chars),
-            ingest_embed_batch=int(
-                os.environ.get("INGEST_EMBED_BATCH") or cls.ingest_embed_batch
-            ),
+            ingest_embed_batch=int(os.environ.get("INGEST_EMBED_BATCH") or cls.ingest_embed_batch),
             ingest_queue_name=os.environ.get("INGEST_QUEUE_NAME") or cls.ingest_queue_name,
             ingest_queue_url=os.environ.get("INGEST_QUEUE_URL") or None,
         )

@@ -65,7 +65,10 @@ class FileStore:
     ) -> tuple[list[FileObject], bool]:
         extra: dict[str, Any] = {}
         if purpose:
-            extra = {"FilterExpression": "purpose = :purpose", "values": {":purpose": {"S": purpose}}}
+            extra = {
+                "FilterExpression": "purpose = :purpose",
+                "values": {":purpose": {"S": purpose}},
+            }
         items, more = self._page(keys.files_gsi1pk(tenant), after, limit, order, **extra)
         return [FileObject.model_validate_json(i["body"]["S"]) for i in items], more
 
@@ -269,7 +272,6 @@ class FileStore:
         forward = order == "asc"
         values: dict[str, Any] = {":pk": {"S": pk}}
         if after:
-            cond = "SK > :after" if forward else "SK < :after"
             values[":after"] = {"S": keys.store_file_sk(after)}
             if forward:
                 cond = "PK = :pk AND SK BETWEEN :after AND :end"
