@@ -61,7 +61,7 @@ async def upload_file(request: Request, tenant: Tenant, svc: Svc) -> Response:
         form = await request.form(max_files=1, max_fields=8)
     except Exception as err:  # Starlette's MultiPartException and the parser's own
         raise InvalidRequest(f"the multipart body could not be read: {err}") from None
-    async with form:
+    try:
         purpose, upload = form.get("purpose"), form.get("file")
         if not isinstance(purpose, str) or not purpose:
             raise InvalidRequest("`purpose` is required")
@@ -73,6 +73,8 @@ async def upload_file(request: Request, tenant: Tenant, svc: Svc) -> Response:
         if len(data) > limit:
             raise TooLarge(f"A file may hold at most {limit} bytes")
         filename = (upload.filename or "upload").rsplit("/", 1)[-1][:255] or "upload"
+    finally:
+        await form.close()
     file = await asyncio.to_thread(svc.files.upload, tenant, filename, purpose, data)
     return json_response(file)
 
