@@ -33,9 +33,7 @@ def test_a_file_is_uploaded_listed_read_and_deleted(server):
 
 def test_files_are_listed_newest_first_paged_and_by_purpose(server):
     _, acme, _ = server
-    made = [
-        acme.files.create(file=(f"p{n}.txt", b"x"), purpose="user_data").id for n in range(3)
-    ]
+    made = [acme.files.create(file=(f"p{n}.txt", b"x"), purpose="user_data").id for n in range(3)]
     page = acme.files.list(limit=2, purpose="user_data")
     assert [f.id for f in page.data] == made[::-1][:2] and page.has_more
     everything = [f.id for f in acme.files.list(limit=2, purpose="user_data", order="asc")]

@@ -8,7 +8,6 @@ import json
 
 import boto3
 import pytest
-
 from agents_core.api.files import CreateVectorStoreRequest
 from agents_core.services.ingest import IngestWorker
 from agents_core.services.resume_queue import ensure_resume_queue, lambda_sqs_event
@@ -57,13 +56,17 @@ def _receive(sqs, url):
     messages = sqs.receive_message(
         QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], MessageAttributeNames=["All"]
     )["Messages"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     return lambda_sqs_event(messages, arn, "us-east-1")
 
 
 def _stored_keys(services, vectors, store_id):
     name = index_name(TENANT, store_id)
-    found = vectors.list_vectors(vectorBucketName=services.settings.vector_bucket_name, indexName=name)
+    found = vectors.list_vectors(
+        vectorBucketName=services.settings.vector_bucket_name, indexName=name
+    )
     return sorted(v["key"] for v in found["vectors"])
 
 
@@ -76,7 +79,9 @@ def test_a_crash_mid_ingestion_is_retried_to_completion_with_no_duplicate_vector
     worker = IngestWorker(services)
 
     first = worker.handle(event)
-    assert [f["itemIdentifier"] for f in first["batchItemFailures"]] == [event["Records"][0]["messageId"]]
+    assert [f["itemIdentifier"] for f in first["batchItemFailures"]] == [
+        event["Records"][0]["messageId"]
+    ]
     assert services.vector_stores.file(TENANT, store.id, file.id).status == "in_progress"
 
     redelivered = worker.handle(event)  # SQS hands the same message again
@@ -85,7 +90,9 @@ def test_a_crash_mid_ingestion_is_retried_to_completion_with_no_duplicate_vector
     assert record.status == "completed"
     chunks = int(services.file_store.store_file_item(TENANT, store.id, file.id)["chunks"]["N"])
     assert chunks > 2
-    assert _stored_keys(services, vectors, store.id) == [f"{file.id}#{n:06d}" for n in range(chunks)]
+    assert _stored_keys(services, vectors, store.id) == [
+        f"{file.id}#{n:06d}" for n in range(chunks)
+    ]
 
     again = worker.handle(event)  # a duplicate after the end changes nothing
     assert again["batchItemFailures"] == []
@@ -100,7 +107,12 @@ def test_a_message_with_another_token_or_tenant_is_dropped_and_changes_nothing(e
     event = _receive(sqs, services.settings.ingest_queue_url)
     real = event["Records"][0]
     forged = json.loads(real["body"]) | {"token": "guessed"}
-    other_tenant = {**real, "messageAttributes": {"tenant": {**real["messageAttributes"]["tenant"], "stringValue": "globex"}}}
+    other_tenant = {
+        **real,
+        "messageAttributes": {
+            "tenant": {**real["messageAttributes"]["tenant"], "stringValue": "globex"}
+        },
+    }
     result = IngestWorker(services).handle(
         {"Records": [{**real, "body": json.dumps(forged)}, other_tenant]}
     )

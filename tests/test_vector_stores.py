@@ -4,12 +4,9 @@ search, counts, cascades, tenants apart; and the worker retried after a crash (m
 from __future__ import annotations
 
 import io
-import json
 
-import boto3
 import openai
 import pytest
-from moto import mock_aws
 
 from .files_support import two_tenants, wait_for_files
 
@@ -39,15 +36,22 @@ def _pdf(text: str) -> bytes:
     xref = out.tell()
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
     out.write(b"".join(b"%010d 00000 n \n" % o for o in offsets))
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    out.write(
+        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    )
     return out.getvalue()
 
 
 def test_a_store_ingests_its_files_and_search_finds_the_right_one(server):
     _, acme, _ = server
-    walrus = acme.files.create(file=("walrus.md", b"# Walrus\nWalruses haul out on ice floes."), purpose="assistants")
+    walrus = acme.files.create(
+        file=("walrus.md", b"# Walrus\nWalruses haul out on ice floes."), purpose="assistants"
+    )
     html = acme.files.create(
-        file=("volcano.html", b"<html><script>ignored()</script><p>Volcanoes erupt basalt lava.</p></html>"),
+        file=(
+            "volcano.html",
+            b"<html><script>ignored()</script><p>Volcanoes erupt basalt lava.</p></html>",
+        ),
         purpose="assistants",
     )
     store = acme.vector_stores.create(name="facts", file_ids=[walrus.id, html.id])
@@ -60,7 +64,9 @@ def test_a_store_ingests_its_files_and_search_finds_the_right_one(server):
     assert store.file_counts.total == 2 and store.usage_bytes > 0
     page = acme.vector_stores.search(store.id, query="basalt lava volcanoes")
     assert page.data[0].file_id == html.id and page.data[0].filename == "volcano.html"
-    assert "basalt" in page.data[0].content[0].text and "ignored" not in page.data[0].content[0].text
+    assert (
+        "basalt" in page.data[0].content[0].text and "ignored" not in page.data[0].content[0].text
+    )
     page = acme.vector_stores.search(store.id, query=["walruses ice floes"], max_num_results=1)
     assert [r.file_id for r in page.data] == [walrus.id]
 
@@ -70,7 +76,9 @@ def test_attributes_filter_the_search_and_the_score_threshold_cuts(server):
     store = acme.vector_stores.create(name="filtered")
     for name, year in (("a.txt", 2023), ("b.txt", 2024)):
         f = acme.files.create(file=(name, b"penguin colonies nest on rocks"), purpose="assistants")
-        attached = acme.vector_stores.files.create(store.id, file_id=f.id, attributes={"year": year})
+        attached = acme.vector_stores.files.create(
+            store.id, file_id=f.id, attributes={"year": year}
+        )
         assert attached.status == "in_progress" and attached.attributes == {"year": year}
     wait_for_files(acme, store.id)
     page = acme.vector_stores.search(
@@ -85,13 +93,20 @@ def test_attributes_filter_the_search_and_the_score_threshold_cuts(server):
 
 def test_a_pdf_is_ingested_and_a_png_fails_with_a_reason(server):
     _, acme, _ = server
-    pdf = acme.files.create(file=("glacier.pdf", _pdf("Glaciers carve fjords slowly")), purpose="assistants")
-    png = acme.files.create(file=("pixel.png", b"\x89PNG\r\n\x1a\n" + bytes(32)), purpose="assistants")
+    pdf = acme.files.create(
+        file=("glacier.pdf", _pdf("Glaciers carve fjords slowly")), purpose="assistants"
+    )
+    png = acme.files.create(
+        file=("pixel.png", b"\x89PNG\r\n\x1a\n" + bytes(32)), purpose="assistants"
+    )
     store = acme.vector_stores.create(name="mixed", file_ids=[pdf.id, png.id])
     by_id = {f.id: f for f in wait_for_files(acme, store.id)}
     assert by_id[pdf.id].status == "completed"
     assert by_id[png.id].status == "failed"
-    assert by_id[png.id].last_error.code == "unsupported_file" and ".png" in by_id[png.id].last_error.message
+    assert (
+        by_id[png.id].last_error.code == "unsupported_file"
+        and ".png" in by_id[png.id].last_error.message
+    )
     counts = acme.vector_stores.retrieve(store.id).file_counts
     assert (counts.completed, counts.failed, counts.in_progress, counts.total) == (1, 1, 0, 2)
     assert [f.id for f in acme.vector_stores.files.list(store.id, filter="failed")] == [png.id]
@@ -106,7 +121,9 @@ def test_deletes_cascade_to_vectors_records_and_counts(server):
     store = acme.vector_stores.create(name="cascade", file_ids=[keep.id, gone.id])
     wait_for_files(acme, store.id)
     assert acme.vector_stores.files.delete(gone.id, vector_store_id=store.id).deleted
-    assert {r.file_id for r in acme.vector_stores.search(store.id, query="otters paws").data} == {keep.id}
+    assert {r.file_id for r in acme.vector_stores.search(store.id, query="otters paws").data} == {
+        keep.id
+    }
     assert acme.files.retrieve(gone.id).id == gone.id  # detaching keeps the file
     acme.files.delete(keep.id)  # deleting a file takes it out of its stores
     assert acme.vector_stores.search(store.id, query="otters clams").data == []
@@ -155,7 +172,10 @@ def test_bad_requests_change_nothing(server):
         acme.vector_stores.files.create(
             store.id,
             file_id=f.id,
-            chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 150}},
+            chunking_strategy={
+                "type": "static",
+                "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 150},
+            },
         )
     with pytest.raises(openai.BadRequestError):
         acme.vector_stores.search(store.id, query="x", max_num_results=51)
