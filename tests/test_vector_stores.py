@@ -183,3 +183,17 @@ def test_bad_requests_change_nothing(server):
         acme.vector_stores.create(name="none", file_ids=["file-missing"])
     assert acme.vector_stores.retrieve(store.id).file_counts.total == 0
     assert list(acme.vector_stores.files.list(store.id)) == []
+
+
+def test_attaching_a_file_twice_answers_the_same_record_and_counts_it_once(server):
+    base, acme, _ = server
+    f = acme.files.create(file=("twice.txt", b"puffins dive for sand eels"), purpose="assistants")
+    store = acme.vector_stores.create(name="twice")
+    first = acme.vector_stores.files.create(store.id, file_id=f.id)
+    prefixed = openai.OpenAI(base_url=f"{base}/v1/openai/v1", api_key=acme.api_key, max_retries=0)
+    second = prefixed.vector_stores.files.create(store.id, file_id=f.id)
+    assert (second.id, second.created_at) == (first.id, first.created_at)
+    wait_for_files(acme, store.id)
+    counts = acme.vector_stores.retrieve(store.id).file_counts
+    assert (counts.total, counts.completed) == (1, 1)
+    assert acme.vector_stores.files.retrieve(f.id, vector_store_id=store.id).status == "completed"
