@@ -74,3 +74,50 @@ def test_bad_uploads_are_refused_and_store_nothing(server):
     no_file = httpx.post(f"{base}/v1/files", headers=headers, data={"purpose": "assistants"})
     assert no_file.status_code == 400
     assert [f.id for f in acme.files.list()] == before
+
+
+def test_a_presigned_upload_goes_straight_to_s3_and_becomes_a_file_once_completed(server):
+    base, acme, globex = server
+    data = b"x" * (LIMIT + 10)  # more than a request to the API may carry here
+    headers = {"Authorization": f"Bearer {acme.api_key}"}
+    started = httpx.post(
+        f"{base}/v1/files/uploads",
+        headers=headers,
+        json={"filename": "big.txt", "purpose": "assistants", "bytes": len(data)},
+    )
+    assert started.status_code == 200, started.text
+    upload = started.json()
+    assert upload["object"] == "file.upload" and upload["method"] == "PUT"
+    complete = f"{base}/v1/files/uploads/{upload['id']}/complete"
+    early = httpx.post(complete, headers=headers)
+    assert early.status_code == 400 and "Nothing was uploaded" in early.json()["detail"]
+    put = httpx.put(upload["upload_url"], content=data, headers=upload["headers"])
+    assert put.status_code == 200, put.text
+    other = httpx.post(complete, headers={"Authorization": f"Bearer {globex.api_key}"})
+    assert other.status_code == 404
+    done = httpx.post(complete, headers=headers)
+    assert done.status_code == 200, done.text
+    assert (done.json()["id"], done.json()["bytes"]) == (upload["id"], len(data))
+    assert httpx.post(complete, headers=headers).json() == done.json()  # completed once
+    assert acme.files.content(upload["id"]).content == data
+
+
+def test_a_presigned_upload_of_another_size_than_announced_is_refused(server):
+    base, acme, _ = server
+    headers = {"Authorization": f"Bearer {acme.api_key}"}
+    upload = httpx.post(
+        f"{base}/v1/files/uploads",
+        headers=headers,
+        json={"filename": "a.txt", "purpose": "assistants", "bytes": 5},
+    ).json()
+    httpx.put(upload["upload_url"], content=b"123456", headers=upload["headers"])
+    wrong = httpx.post(f"{base}/v1/files/uploads/{upload['id']}/complete", headers=headers)
+    assert wrong.status_code == 400 and "6 bytes" in wrong.json()["detail"]
+    with pytest.raises(openai.NotFoundError):
+        acme.files.retrieve(upload["id"])
+    too_big = httpx.post(
+        f"{base}/v1/files/uploads",
+        headers=headers,
+        json={"filename": "a.txt", "purpose": "assistants", "bytes": 10**12},
+    )
+    assert too_big.status_code == 413

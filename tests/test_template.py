@@ -341,7 +341,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
         assert served == deployed, name
 
 
-BUFFERED_ROUTES = 67  # 37 + files and vector stores (15 under two prefixes)
+BUFFERED_ROUTES = 71  # 37 + files and vector stores (17 under two prefixes)
 
 
 def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():

@@ -43,6 +43,28 @@ class ListFilesResponse(ApiModel):
     has_more: bool = False
 
 
+class CreateUploadRequest(ApiModel):
+    """A presigned upload (this server's extension): the file goes straight to S3."""
+
+    filename: str = Field(min_length=1, max_length=255)
+    purpose: FilePurpose
+    bytes: int = Field(ge=1)
+
+
+class UploadObject(ApiModel):
+    id: str
+    object: Literal["file.upload"] = "file.upload"
+    filename: str
+    purpose: FilePurpose
+    bytes: int
+    #: PUT the bytes there, with exactly `headers`, before `expires_at`; then POST
+    #: `/v1/files/uploads/{id}/complete`.
+    upload_url: str
+    method: Literal["PUT"] = "PUT"
+    headers: dict[str, str]
+    expires_at: int
+
+
 class FileDeleted(ApiModel):
     id: str
     object: Literal["file"] = "file"

@@ -34,13 +34,16 @@ from ..api.files import (
     VectorStoreFileObject,
     VectorStoreObject,
 )
-from ..errors import InvalidRequest, NotFound, Unavailable
+from ..errors import InvalidRequest, NotFound, TooLarge, Unavailable
 from ..ids import new_id
 from ..log import logger
 from ..store import keys
 from .documents import AUTO_MAX_TOKENS, AUTO_OVERLAP_TOKENS
 
 TENANT_ATTRIBUTE = "tenant"
+#: The tag of an object uploaded by a presigned URL and not completed yet: the files bucket's
+#: lifecycle rule deletes such objects after a day.
+PENDING_TAG = "upload=pending"
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,67 @@ class FileService:
             ServerSideEncryption="AES256",
         )
         self.store.put_file(tenant, file)
+        metrics.count("FilesUploaded")
+        return file
+
+    def start_upload(
+        self, tenant: str, filename: str, purpose: str, size: int
+    ) -> tuple[FileObject, str, dict[str, str], int]:
+        """A presigned PUT straight to the file's S3 key (an upload bigger than a request can
+        carry): (the file to be, the URL, the headers to send, when the URL expires). The
+        object is tagged `pending` until completed: the bucket's lifecycle deletes an
+        upload never completed."""
+        limit = self.settings.upload_max_bytes
+        if size > limit:
+            raise TooLarge(f"A file may hold at most {limit} bytes")
+        file = FileObject(
+            id=_id("file-"),
+            bytes=size,
+            created_at=int(time.time()),
+            filename=filename.rsplit("/", 1)[-1] or "upload",
+            purpose=purpose,  # type: ignore[arg-type]
+        )
+        seconds = self.settings.upload_url_seconds
+        headers = {"x-amz-server-side-encryption": "AES256", "x-amz-tagging": PENDING_TAG}
+        url = self.s3.generate_presigned_url(
+            "put_object",
+            Params={
+                "Bucket": self.settings.files_bucket,
+                "Key": keys.file_object_key(tenant, file.id),
+                "ServerSideEncryption": "AES256",
+                "Tagging": PENDING_TAG,
+            },
+            ExpiresIn=seconds,
+        )
+        expires_at = int(time.time()) + seconds
+        self.store.put_upload(tenant, file, expires_at)
+        return file, url, headers, expires_at
+
+    def complete_upload(self, tenant: str, file_id: str) -> FileObject:
+        """The uploaded object checked (there, of the size announced) and made a file."""
+        from botocore.exceptions import ClientError
+
+        done = self.store.get_file(tenant, file_id)
+        if done is not None:
+            return done  # completed already
+        file = self.store.get_upload(tenant, file_id)
+        if file is None:
+            raise NotFound(f"No upload found with id {file_id}")
+        bucket, key = self.settings.files_bucket, keys.file_object_key(tenant, file_id)
+        try:
+            size = self.s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        except ClientError as err:
+            if err.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                raise InvalidRequest("Nothing was uploaded to the upload's URL yet") from None
+            raise
+        if size != file.bytes:
+            raise InvalidRequest(f"{size} bytes were uploaded, not the {file.bytes} announced")
+        self.s3.delete_object_tagging(Bucket=bucket, Key=key)  # kept by the lifecycle now
+        if not self.store.complete_upload(tenant, file):
+            found = self.store.get_file(tenant, file_id)
+            if found is None:
+                raise NotFound(f"No upload found with id {file_id}")
+            return found
         metrics.count("FilesUploaded")
         return file
 

@@ -120,6 +120,11 @@ class IngestWorker:
         file = self.store.get_file(tenant, file_id)
         if file is None:
             return LastError(code="invalid_file", message="the file was deleted")
+        if file.bytes > self.settings.ingest_max_file_bytes:
+            return LastError(
+                code="invalid_file",
+                message=f"the file is larger than {self.settings.ingest_max_file_bytes} bytes",
+            )
         data = self.services.files.read(tenant, file_id)
         try:
             text = extract_text(file.filename, data)

@@ -54,6 +54,56 @@ class FileStore:
             },
         )
 
+    def put_upload(self, tenant: str, file: FileObject, expires_at: int) -> None:
+        """A presigned upload's file, until it is completed (TTL: expires with its URL)."""
+        self.client.put_item(
+            TableName=self.name,
+            Item={
+                **key(keys.file_pk(tenant, file.id), keys.UPLOAD),
+                "body": {"S": file.model_dump_json()},
+                "expires_at": {"N": str(expires_at)},
+            },
+        )
+
+    def get_upload(self, tenant: str, file_id: str) -> FileObject | None:
+        item = self.table.get(keys.file_pk(tenant, file_id), keys.UPLOAD)
+        if item is None:
+            return None
+        return FileObject.model_validate_json(item["body"]["S"])
+
+    def complete_upload(self, tenant: str, file: FileObject) -> bool:
+        """The upload becomes the file, once (False: completed already, or gone)."""
+        pk = keys.file_pk(tenant, file.id)
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Delete": {
+                            "TableName": self.name,
+                            "Key": key(pk, keys.UPLOAD),
+                            "ConditionExpression": "attribute_exists(PK)",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.name,
+                            "Item": {
+                                **key(pk, keys.FILE),
+                                "GSI1PK": {"S": keys.files_gsi1pk(tenant)},
+                                "GSI1SK": {"S": file.id},
+                                "purpose": {"S": file.purpose},
+                                "body": {"S": file.model_dump_json()},
+                            },
+                            "ConditionExpression": "attribute_not_exists(PK)",
+                        }
+                    },
+                ]
+            )
+        except ClientError as err:
+            _cancellations(err)
+            return False
+        return True
+
     def get_file(self, tenant: str, file_id: str) -> FileObject | None:
         item = self.table.get(keys.file_pk(tenant, file_id), keys.FILE)
         if item is None or "deleting" in item:

@@ -194,6 +194,7 @@ def is_event_part(sk: str) -> bool:
 # --- files and vector stores (OpenAI Files and Vector stores APIs) ------------------------
 
 FILE = "FILE"  # a file's head item
+UPLOAD = "UPLOAD"  # a presigned upload not completed yet
 FILE_STORE_PREFIX = "VECTORSTORE#"  # under a file: the stores holding it
 VECTOR_STORE = "VECTORSTORE"  # a store's head item
 STORE_FILE_PREFIX = "FILE#"  # under a store: its files

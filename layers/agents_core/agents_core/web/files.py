@@ -11,6 +11,7 @@ from starlette.datastructures import UploadFile
 
 from ..api.files import (
     AttachFileRequest,
+    CreateUploadRequest,
     CreateVectorStoreRequest,
     FileDeleted,
     FileObject,
@@ -23,6 +24,7 @@ from ..api.files import (
     SearchResultObject,
     SearchResultsPage,
     UpdateVectorStoreRequest,
+    UploadObject,
     VectorStoreDeleted,
     VectorStoreFileDeleted,
     VectorStoreFileObject,
@@ -77,6 +79,31 @@ async def upload_file(request: Request, tenant: Tenant, svc: Svc) -> Response:
         await form.close()
     file = await asyncio.to_thread(svc.files.upload, tenant, filename, purpose, data)
     return json_response(file)
+
+
+@files_router.post("/v1/files/uploads", responses={200: {"model": UploadObject}})
+def create_upload(body: CreateUploadRequest, tenant: Tenant, svc: Svc) -> Response:
+    """A presigned upload (this server's extension, for files larger than a request carries):
+    PUT the bytes to `upload_url` with `headers`, then complete it."""
+    file, url, headers, expires_at = svc.files.start_upload(
+        tenant, body.filename, body.purpose, body.bytes
+    )
+    return json_response(
+        UploadObject(
+            id=file.id,
+            filename=file.filename,
+            purpose=file.purpose,
+            bytes=file.bytes,
+            upload_url=url,
+            headers=headers,
+            expires_at=expires_at,
+        )
+    )
+
+
+@files_router.post("/v1/files/uploads/{file_id}/complete", responses={200: {"model": FileObject}})
+def complete_upload(file_id: FileId, tenant: Tenant, svc: Svc) -> Response:
+    return json_response(svc.files.complete_upload(tenant, file_id))
 
 
 @files_router.get("/v1/files", responses={200: {"model": ListFilesResponse}})
