@@ -48,7 +48,27 @@ FORM_OVERHEAD_BYTES = 64 * 1024
 # --- files --------------------------------------------------------------------------------
 
 
-@files_router.post("/v1/files", responses={200: {"model": FileObject}})
+#: The form `POST /v1/files` reads itself (to refuse an oversized body before parsing it).
+_UPLOAD_FORM = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file", "purpose"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "purpose": {"type": "string", "enum": list(get_args(FilePurpose))},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@files_router.post("/v1/files", responses={200: {"model": FileObject}}, openapi_extra=_UPLOAD_FORM)
 async def upload_file(request: Request, tenant: Tenant, svc: Svc) -> Response:
     """Multipart `file` and `purpose`. Refused with a 413 past FILE_MAX_BYTES, before the body
     is read when its length says so."""
