@@ -1,10 +1,11 @@
 """Local entry point (`make run`): every function's routers in one ASGI app on 127.0.0.1:$PORT.
 
 AWS is whatever AWS_ENDPOINT_URL names (boto3 reads it natively); without it an embedded moto
-server stands in, its data in memory (DATA_DIR keeps the table across restarts). The table, the
-resume queue (with its DLQ) and the event bus are created there if missing, and the resume queue
-is polled in-process by the worker the resume function runs. The routers, stores, engine and
-worker are the same code the Lambda functions run.
+server stands in, its data in memory (DATA_DIR keeps the table across restarts, not the files
+bucket or the vectors). The table, the resume, background and ingestion queues (each with its
+DLQ), the files bucket and the event bus are created there if missing, and each queue is polled
+in-process by the worker its Lambda function runs. The routers, stores, engine and workers are
+the same code the Lambda functions run.
 
 Each problem a user can fix (a busy port, an unreachable AWS endpoint, missing credentials)
 ends the server with one line saying what is wrong and what to do, never a traceback.
