@@ -577,3 +577,79 @@ def test_the_built_background_function_runs_a_queued_response_from_its_queue_mes
     assert read.status_code == 200, f"{read.text}\n{_logs(logs)}"
     assert read.json()["status"] == "completed", read.text
     assert read.json()["output"][0]["content"][0]["text"].startswith("echo: ")
+
+
+def test_the_built_ingest_function_ingests_a_file_attached_to_a_vector_store(build, aws):
+    """A file uploaded and attached through the services (against the same moto server), its
+    ingestion message handed to the built ingest function (a plain handler) as Lambda's SQS
+    poller hands it: the file ends completed, its vectors in the store's index."""
+    from agents_core.api.files import CreateVectorStoreRequest
+    from agents_core.services import build_services
+    from agents_core.services.resume_queue import lambda_sqs_event
+    from agents_core.settings import Settings
+
+    built, runtime = build
+    session = boto3.Session(region_name="us-east-1", **_keys())
+    clients = {name: session.client(name, endpoint_url=aws) for name in ("sqs", "s3", "s3vectors")}
+    settings = Settings(
+        table_name=TABLE,
+        files_bucket="artifact-test-files",
+        vector_bucket_name="artifact-test-vectors",
+        ingest_queue_name="artifact-test-ingest",
+    )
+    clients["s3"].create_bucket(Bucket=settings.files_bucket)
+    clients["sqs"].create_queue(QueueName=settings.ingest_queue_name)
+    services = build_services(settings, session.client("dynamodb", endpoint_url=aws))
+    services.sqs_client, services.s3_client = clients["sqs"], clients["s3"]
+    services.s3vectors_client = clients["s3vectors"]
+    services.vector_index.ensure_bucket()
+    file = services.files.upload("acme", "note.md", "assistants", b"# Note\nSeals bask on rocks.")
+    store = services.vector_stores.create("acme", CreateVectorStoreRequest(file_ids=[file.id]))
+    queue = services.vector_stores.queue_url
+    messages = clients["sqs"].receive_message(
+        QueueUrl=queue,
+        MaxNumberOfMessages=1,
+        MessageAttributeNames=["All"],
+        AttributeNames=["All"],
+        WaitTimeSeconds=5,
+    )["Messages"]
+    sqs_event = lambda_sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:in", "us-east-1")
+    resources = template()["Resources"]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            str(Path(__file__).with_name("artifact_runtime.py")),
+            str(built["IngestFunction"]),
+            str(built["AgentsCoreLayer"] / "python"),
+            str(runtime),
+            resources["IngestFunction"]["Properties"]["Handler"],
+        ],
+        cwd=built["IngestFunction"],
+        env={
+            **CREDENTIALS,
+            "PATH": "/usr/bin:/bin",
+            "AWS_ENDPOINT_URL": aws,
+            "AWS_LAMBDA_FUNCTION_NAME": "IngestFunction",
+            "TABLE_NAME": TABLE,
+            "FILES_BUCKET": settings.files_bucket,
+            "VECTOR_BUCKET_NAME": settings.vector_bucket_name,
+            "INGEST_QUEUE_URL": queue,
+            "POWERTOOLS_SERVICE_NAME": "serverless-agents",
+        },
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        worker = BufferedFunction(process)
+        assert worker.read(timeout=STARTUP_SECONDS) == {"ready": True}
+        assert worker.invoke(sqs_event) == {"batchItemFailures": []}
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=10)
+    assert b"Traceback" not in errors, errors.decode(errors="replace")[-3000:]
+    assert services.vector_stores.file("acme", store.id, file.id).status == "completed"
+    assert services.vector_stores.get("acme", store.id).file_counts.completed == 1

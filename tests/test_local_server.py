@@ -97,7 +97,9 @@ def test_make_run_resumes_turns_from_its_queue(server):
     base, banner = server
     endpoint = re.search(r"AWS endpoint (\S+)", banner).group(1)
     assert (
-        "queues serverless-agents-resume, serverless-agents-background (polled here)" in banner
+        "queues serverless-agents-resume, serverless-agents-background,"
+        " serverless-agents-ingest (polled here)"
+        in banner
         and "bus serverless-agents" in banner
     )
     tool = {

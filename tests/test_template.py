@@ -218,7 +218,7 @@ def test_alarms_watch_the_dead_letter_queue_and_each_functions_errors_and_thrott
     }
     expected = {
         ("ApproximateNumberOfMessagesVisible", f"!GetAtt {queue}.QueueName")
-        for queue in ("ResumeDeadLetterQueue", "BackgroundDeadLetterQueue")
+        for queue in ("ResumeDeadLetterQueue", "BackgroundDeadLetterQueue", "IngestDeadLetterQueue")
     }
     expected |= {
         (metric, f"!Ref {name}")
@@ -305,6 +305,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
     from agents_core.web.conversations import router as conversations_router
     from agents_core.web.discovery import router as discovery_router
     from agents_core.web.embeddings import router as embeddings_router
+    from agents_core.web.files import files_router, vector_stores_router
     from agents_core.web.responses import router as responses_router
     from agents_core.web.safety import safety_router, shields_router
     from agents_core.web.tools import router as tools_router
@@ -317,6 +318,8 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
             shields_router,
             safety_router,
             embeddings_router,
+            files_router,
+            vector_stores_router,
         ),
         "TurnsFunction": (turns_router,),
         "ResumeFunction": (resume_router,),
@@ -339,7 +342,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
         assert served == deployed, name
 
 
-BUFFERED_ROUTES = 35
+BUFFERED_ROUTES = 69  # 35 + files and vector stores (17 under two prefixes)
 
 
 def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():

@@ -1,5 +1,6 @@
 """Lambda entry point of the agents function (buffered): agents, sessions, turn and step reads;
-tool groups and the tool runtime; shields, run-shield and moderations; embeddings."""
+tool groups and the tool runtime; shields, run-shield and moderations; embeddings; files and
+vector stores."""
 
 from agents_core.log import logger
 from agents_core.services import build_services
@@ -7,6 +8,7 @@ from agents_core.settings import Settings
 from agents_core.web.agents import router
 from agents_core.web.app import create_app
 from agents_core.web.embeddings import router as embeddings_router
+from agents_core.web.files import files_router, vector_stores_router
 from agents_core.web.safety import safety_router, shields_router
 from agents_core.web.tools import router as tools_router
 from aws_lambda_powertools.logging import correlation_paths
@@ -14,7 +16,14 @@ from mangum import Mangum
 
 services = build_services(Settings.from_env())
 app = create_app(
-    router, tools_router, shields_router, safety_router, embeddings_router, services=services
+    router,
+    tools_router,
+    shields_router,
+    safety_router,
+    embeddings_router,
+    files_router,
+    vector_stores_router,
+    services=services,
 )
 stores = (services.agents, services.turns)  # built (imports and all) during init
 _asgi = Mangum(app, lifespan="off")

@@ -1,10 +1,11 @@
 """Local entry point (`make run`): every function's routers in one ASGI app on 127.0.0.1:$PORT.
 
 AWS is whatever AWS_ENDPOINT_URL names (boto3 reads it natively); without it an embedded moto
-server stands in, its data in memory (DATA_DIR keeps the table across restarts). The table, the
-resume queue (with its DLQ) and the event bus are created there if missing, and the resume queue
-is polled in-process by the worker the resume function runs. The routers, stores, engine and
-worker are the same code the Lambda functions run.
+server stands in, its data in memory (DATA_DIR keeps the table across restarts, not the files
+bucket or the vectors). The table, the resume, background and ingestion queues (each with its
+DLQ), the files bucket and the event bus are created there if missing, and each queue is polled
+in-process by the worker its Lambda function runs. The routers, stores, engine and workers are
+the same code the Lambda functions run.
 
 Each problem a user can fix (a busy port, an unreachable AWS endpoint, missing credentials)
 ends the server with one line saying what is wrong and what to do, never a traceback.
@@ -250,6 +251,7 @@ def build_local_app():
     from agents_core.lifecycle import ensure_event_bus
     from agents_core.services import build_services
     from agents_core.services.background import BackgroundWorker
+    from agents_core.services.ingest import IngestWorker
     from agents_core.services.resume_queue import (
         ResumeQueueWorker,
         ensure_resume_queue,
@@ -262,6 +264,7 @@ def build_local_app():
     from agents_core.web.conversations import router as conversations_router
     from agents_core.web.discovery import router as discovery_router
     from agents_core.web.embeddings import router as embeddings_router
+    from agents_core.web.files import files_router, vector_stores_router
     from agents_core.web.responses import router as responses_router
     from agents_core.web.safety import safety_router, shields_router
     from agents_core.web.tools import router as tools_router
@@ -307,12 +310,18 @@ def build_local_app():
             settings.background_queue_name,
             visibility_seconds=int(settings.queue_invocation_seconds) + 5,
         )
-        settings = replace(settings, background_queue_url=background_url)
+        ingest_url = ensure_resume_queue(sqs, settings.ingest_queue_name)
+        settings = replace(
+            settings, background_queue_url=background_url, ingest_queue_url=ingest_url
+        )
+        s3 = aws.client("s3", read_timeout=30)
+        _ensure_files_bucket(s3, settings.files_bucket)
         ensure_event_bus(aws.client("events"), settings.event_bus_name)
     except (BotoCoreError, ClientError) as err:
         raise _aws_failure(endpoint, err) from None
     services = build_services(settings, client)
     services.sqs_client = sqs
+    services.s3_client = s3
     try:
         services.embedder  # noqa: B018 (a wrong EMBEDDING_* setting fails here, said once)
         services.vector_index.ensure_bucket()
@@ -337,6 +346,9 @@ def build_local_app():
             asyncio.create_task(
                 poll_forever(sqs, background_url, BackgroundWorker(services), batch_size=1)
             ),
+            asyncio.create_task(
+                poll_forever(sqs, ingest_url, _AsyncWorker(IngestWorker(services)))
+            ),
         ]
         yield
         for poller in pollers:  # and wait for them: no call once the server's threads are gone
@@ -358,6 +370,8 @@ def build_local_app():
             "table_name": settings.table_name,
             "resume_queue_url": queue_url,
             "background_queue_url": background_url,
+            "ingest_queue_url": ingest_url,
+            "files_bucket": settings.files_bucket,
             "event_bus_name": settings.event_bus_name,
         }
 
@@ -372,6 +386,8 @@ def build_local_app():
         shields_router,
         safety_router,
         embeddings_router,
+        files_router,
+        vector_stores_router,
         local,
         services=services,
         lifespan=lifespan,
@@ -383,7 +399,8 @@ def build_local_app():
     )
     description = (
         f"{auth} | AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
-        f" | queues {settings.resume_queue_name}, {settings.background_queue_name} (polled here)"
+        f" | queues {settings.resume_queue_name}, {settings.background_queue_name},"
+        f" {settings.ingest_queue_name} (polled here) | files bucket {settings.files_bucket}"
         f" | bus {settings.event_bus_name}"
         f" | {data} | {services.models.describe()}, {_bedrock_note(embedded)}"
         f" | {_web_search_note(settings.web_search_provider)}"
@@ -392,6 +409,27 @@ def build_local_app():
         f" | {_embedder_note(settings)} | {vectors_note}, bucket {settings.vector_bucket_name}"
     )
     return app, services, description
+
+
+class _AsyncWorker:
+    """A plain (synchronous) queue worker, such as the ingestion one, for `poll_forever`: run
+    in a thread, off the server's event loop."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+
+    async def handle(self, event: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self.worker.handle, event)
+
+
+def _ensure_files_bucket(s3: Any, name: str) -> None:
+    """The files bucket, created if missing (a stack declares its own: template.yaml)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=name)
+    except ClientError:
+        s3.create_bucket(Bucket=name)
 
 
 def _port() -> int:

@@ -9,7 +9,7 @@ from functools import cache
 from typing import Any
 
 #: The services this application calls.
-SERVICES = ("dynamodb", "sqs", "events", "bedrock-runtime", "secretsmanager", "s3vectors")
+SERVICES = ("dynamodb", "sqs", "events", "bedrock-runtime", "secretsmanager", "s3vectors", "s3")
 
 
 @cache

@@ -126,6 +126,24 @@ class Settings:
     #: its ARN (a stack passes the ARN: CloudFormation names the bucket). Its endpoint is
     #: boto3's own (AWS_ENDPOINT_URL_S3VECTORS, else AWS_ENDPOINT_URL).
     vector_bucket_name: str = "serverless-agents-vectors"
+    #: The S3 bucket of uploaded files (`tenants/<escaped tenant>/files/<file id>`, SSE).
+    files_bucket: str = "serverless-agents-files"
+    #: The largest upload `POST /v1/files` takes. API Gateway carries 10 MB, but a buffered
+    #: Lambda takes a 6 MB event and a binary body arrives base64-encoded (4/3 larger): 4 MB.
+    file_max_bytes: int = 4 * 1024 * 1024
+    #: The largest file a presigned upload (`POST /v1/files/uploads`, straight to S3) takes,
+    #: and how long its URL stays valid.
+    upload_max_bytes: int = 512 * 1024 * 1024
+    upload_url_seconds: int = 900
+    #: The largest file the ingestion worker reads (it reads it whole, in its 1024 MB).
+    ingest_max_file_bytes: int = 64 * 1024 * 1024
+    #: The most text one file may yield for a vector store (characters), and the texts one
+    #: embedding call is given while ingesting.
+    ingest_max_chars: int = 2_000_000
+    ingest_embed_batch: int = 64
+    #: The queue of files to ingest into vector stores (services/ingest.py).
+    ingest_queue_name: str = "serverless-agents-ingest"
+    ingest_queue_url: str | None = None  # the stack's; found by name when unset
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -236,6 +254,17 @@ class Settings:
             ),
             vector_bucket_name=_bucket_name(os.environ.get("VECTOR_BUCKET_NAME"))
             or cls.vector_bucket_name,
+            files_bucket=os.environ.get("FILES_BUCKET") or cls.files_bucket,
+            file_max_bytes=int(os.environ.get("FILE_MAX_BYTES") or cls.file_max_bytes),
+            upload_max_bytes=int(os.environ.get("UPLOAD_MAX_BYTES") or cls.upload_max_bytes),
+            upload_url_seconds=int(os.environ.get("UPLOAD_URL_SECONDS") or cls.upload_url_seconds),
+            ingest_max_file_bytes=int(
+                os.environ.get("INGEST_MAX_FILE_BYTES") or cls.ingest_max_file_bytes
+            ),
+            ingest_max_chars=int(os.environ.get("INGEST_MAX_CHARS") or cls.ingest_max_chars),
+            ingest_embed_batch=int(os.environ.get("INGEST_EMBED_BATCH") or cls.ingest_embed_batch),
+            ingest_queue_name=os.environ.get("INGEST_QUEUE_NAME") or cls.ingest_queue_name,
+            ingest_queue_url=os.environ.get("INGEST_QUEUE_URL") or None,
         )
 
 

@@ -22,6 +22,7 @@ class Services:
     bedrock_client: Any = None  # bedrock-runtime for guardrails; created at first use unless given
     sqs_client: Any = None  # for the background queue; created at first use unless given
     s3vectors_client: Any = None  # for the vector index; created at first use unless given
+    s3_client: Any = None  # for the files bucket; created at first use unless given
 
     @cached_property
     def agents(self):
@@ -218,6 +219,35 @@ class Services:
         from ..vectors import build_vector_index
 
         return build_vector_index(self.settings, self.s3vectors_client)
+
+    @property
+    def s3(self) -> Any:
+        if self.s3_client is None:
+            from .. import aws
+
+            self.s3_client = aws.client("s3")
+        return self.s3_client
+
+    @cached_property
+    def file_store(self):
+        """Files, vector stores and their files in the table."""
+        from ..store.files import FileStore
+
+        return FileStore(self.dynamodb, self.settings.table_name)
+
+    @cached_property
+    def files(self):
+        """The Files API: bytes in the files bucket, records in the table."""
+        from .files import FileService
+
+        return FileService(self)
+
+    @cached_property
+    def vector_stores(self):
+        """Vector stores, their files (ingested from the ingestion queue) and their search."""
+        from .files import VectorStoreService
+
+        return VectorStoreService(self)
 
 
 class _OnFirstUse:

@@ -189,3 +189,43 @@ def events_end_sk(prefix: str) -> str:
 def is_event_part(sk: str) -> bool:
     """A part of a large frame (`{event_sk}#{n:04d}`); a turn's prefix has a `#` of its own."""
     return sk[-5:-4] == "#"
+
+
+# --- files and vector stores (OpenAI Files and Vector stores APIs) ------------------------
+
+FILE = "FILE"  # a file's head item
+UPLOAD = "UPLOAD"  # a presigned upload not completed yet
+FILE_STORE_PREFIX = "VECTORSTORE#"  # under a file: the stores holding it
+VECTOR_STORE = "VECTORSTORE"  # a store's head item
+STORE_FILE_PREFIX = "FILE#"  # under a store: its files
+
+
+def file_pk(tenant: str, file_id: str) -> str:
+    return f"{_tenant(tenant)}#FILE#{file_id}"
+
+
+def files_gsi1pk(tenant: str) -> str:
+    return f"{_tenant(tenant)}#FILES"
+
+
+def vector_store_pk(tenant: str, store_id: str) -> str:
+    return f"{_tenant(tenant)}#VECTORSTORE#{store_id}"
+
+
+def vector_stores_gsi1pk(tenant: str) -> str:
+    return f"{_tenant(tenant)}#VECTORSTORES"
+
+
+def store_file_sk(file_id: str) -> str:
+    return f"{STORE_FILE_PREFIX}{file_id}"
+
+
+def file_store_sk(store_id: str) -> str:
+    return f"{FILE_STORE_PREFIX}{store_id}"
+
+
+def file_object_key(tenant: str, file_id: str) -> str:
+    """The S3 key of a file's bytes: the tenant first, escaped as in table keys, so an IAM
+    policy can scope a role to `tenants/*`."""
+    escaped = tenant.replace("%", "%25").replace("/", "%2F").replace("#", "%23")
+    return f"tenants/{escaped}/files/{file_id}"

@@ -55,5 +55,6 @@ def _aliases(router: APIRouter) -> APIRouter:
                     response_model=route.response_model,
                     include_in_schema=route.include_in_schema,
                     name=route.name,
+                    openapi_extra=route.openapi_extra,
                 )
     return aliases

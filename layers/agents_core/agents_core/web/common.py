@@ -24,6 +24,8 @@ ALIASES = (
     ("/v1/openai/v1/responses", "/v1/responses"),
     ("/v1/conversations", "/v1/openai/v1/conversations"),
     ("/v1/agents", "/v1alpha/agents"),
+    ("/v1/files", "/v1/openai/v1/files"),
+    ("/v1/vector_stores", "/v1/openai/v1/vector_stores"),
 )
 
 
