@@ -57,7 +57,6 @@ def test_every_crud_event_through_the_handler(handler):
             200,
             lambda b: b["session_id"] == ids[EVENT_SESSION] and b["turns"] == [],
         ),
-        "get_turn.json": (404, lambda b: "not found" in b["detail"]),
         "get_step.json": (404, lambda b: "not found" in b["detail"]),
         "delete_session.json": (204, lambda b: b is None),
         "delete_agent.json": (204, lambda b: b is None),
