@@ -448,3 +448,14 @@ def test_top_k_is_bounded_to_what_s3_vectors_serves(peer_index):
     query = embedder.embed(["password"])[0]
     assert len(peer_index.query("acme", "vs_1", query, top_k=1000)) == 4
     assert len(peer_index.query("acme", "vs_1", query, top_k=0)) == 1
+
+
+def test_the_peer_without_numpy_ranks_and_scores_as_with_it(peer_index, monkeypatch):
+    embedder = ingest(peer_index)
+    query = embedder.embed(["reset password settings"])[0]
+    with_numpy = peer_index.query("acme", "vs_1", query, top_k=4)
+    monkeypatch.setattr(vector_peer, "numpy", None)
+    without = peer_index.query("acme", "vs_1", query, top_k=4)
+    assert [m.key for m in without] == [m.key for m in with_numpy]
+    for a, b in zip(without, with_numpy, strict=True):
+        assert math.isclose(a.score, b.score, abs_tol=1e-5)
