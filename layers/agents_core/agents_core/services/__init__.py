@@ -4,7 +4,7 @@ the resume queue on these services."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -20,9 +20,28 @@ class Services:
     dynamodb: Any = None
     events_client: Any = None  # EventBridge; created at the first publish unless given
     bedrock_client: Any = None  # bedrock-runtime for guardrails; created at first use unless given
-    sqs_client: Any = None  # for the background queue; created at first use unless given
+    sqs_client: Any = None  # for the queues; created at first use unless given
     s3vectors_client: Any = None  # for the vector index; created at first use unless given
+    _queue_urls: dict[str, str] = field(default_factory=dict, repr=False)
     s3_client: Any = None  # for the files bucket; created at first use unless given
+
+    @property
+    def sqs(self) -> Any:
+        """The SQS client, created at first use unless given."""
+        if self.sqs_client is None:
+            from .. import aws
+
+            self.sqs_client = aws.client("sqs")
+        return self.sqs_client
+
+    def queue_url(self, url: str | None, name: str) -> str:
+        """A queue's URL: the stack's (a setting), else found by name (local runs), once."""
+        if url:
+            return url
+        found = self._queue_urls.get(name)
+        if found is None:
+            found = self._queue_urls[name] = self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        return found
 
     @cached_property
     def agents(self):

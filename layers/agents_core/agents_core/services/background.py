@@ -61,7 +61,6 @@ class BackgroundRuns:
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self._queue_url: str | None = None
 
     async def submit(self, tenant: str, body: CreateOpenaiResponseRequest) -> OpenAIResponseObject:
         run = await self.services.responses_engine.start(tenant, body)
@@ -80,29 +79,14 @@ class BackgroundRuns:
         return OpenAIResponseObject.model_validate(run.response.model_dump(exclude={"input"}))
 
     def send(self, tenant: str, message: dict[str, Any]) -> None:
-        sqs = self.sqs
-        sqs.send_message(
-            QueueUrl=self.queue_url,
+        settings = self.services.settings
+        self.services.sqs.send_message(
+            QueueUrl=self.services.queue_url(
+                settings.background_queue_url, settings.background_queue_name
+            ),
             MessageBody=json.dumps(message),
             MessageAttributes={TENANT_ATTRIBUTE: {"DataType": "String", "StringValue": tenant}},
         )
-
-    @property
-    def sqs(self) -> Any:
-        if self.services.sqs_client is None:
-            from .. import aws
-
-            self.services.sqs_client = aws.client("sqs")
-        return self.services.sqs_client
-
-    @property
-    def queue_url(self) -> str:
-        if self._queue_url is None:
-            self._queue_url = self.services.settings.background_queue_url
-        if self._queue_url is None:
-            name = self.services.settings.background_queue_name
-            self._queue_url = self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
-        return self._queue_url
 
 
 class BackgroundWorker:

@@ -215,7 +215,6 @@ class VectorStoreService:
         self.services = services
         self.settings = services.settings
         self.store = services.file_store
-        self._queue_url: str | None = None
 
     # --- stores -------------------------------------------------------------------------
 
@@ -289,7 +288,7 @@ class VectorStoreService:
             return record
         message = {"vector_store_id": store_id, "file_id": file.id, "token": token}
         try:
-            self.sqs.send_message(
+            self.services.sqs.send_message(
                 QueueUrl=self.queue_url,
                 MessageBody=json.dumps(message),
                 MessageAttributes={TENANT_ATTRIBUTE: {"DataType": "String", "StringValue": tenant}},
@@ -390,18 +389,6 @@ class VectorStoreService:
     # --- the queue ----------------------------------------------------------------------
 
     @property
-    def sqs(self) -> Any:
-        if self.services.sqs_client is None:
-            from .. import aws
-
-            self.services.sqs_client = aws.client("sqs")
-        return self.services.sqs_client
-
-    @property
     def queue_url(self) -> str:
-        if self._queue_url is None:
-            self._queue_url = (
-                self.settings.ingest_queue_url
-                or self.sqs.get_queue_url(QueueName=self.settings.ingest_queue_name)["QueueUrl"]
-            )
-        return self._queue_url
+        settings = self.settings
+        return self.services.queue_url(settings.ingest_queue_url, settings.ingest_queue_name)

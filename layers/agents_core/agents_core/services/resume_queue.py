@@ -177,11 +177,15 @@ class ResumeQueueWorker:
             TENANT_ATTRIBUTE: {"DataType": "String", "StringValue": tenant},
             TOKEN_ATTRIBUTE: {"DataType": "String", "StringValue": token},
         }
+        settings = self.services.settings
         for attempt in range(3):
             try:
-                sqs = self._sqs()
-                sqs.send_message(
-                    QueueUrl=self._queue_url(sqs), MessageBody=body, MessageAttributes=attributes
+                self.services.sqs.send_message(
+                    QueueUrl=self.services.queue_url(
+                        settings.resume_queue_url, settings.resume_queue_name
+                    ),
+                    MessageBody=body,
+                    MessageAttributes=attributes,
                 )
                 logger.info("turn continues in a new invocation", extra=log)
                 metrics.count("ResumeMessagesContinued")
@@ -190,19 +194,6 @@ class ResumeQueueWorker:
                 logger.exception("could not send a turn's continuation", extra=log)
                 time.sleep(0.2 * 2**attempt)
         metrics.count("ResumeContinuationsLost")
-
-    def _sqs(self) -> Any:
-        if self.services.sqs_client is None:
-            from .. import aws
-
-            self.services.sqs_client = aws.client("sqs")
-        return self.services.sqs_client
-
-    def _queue_url(self, sqs: Any) -> str:
-        settings = self.services.settings
-        if settings.resume_queue_url:
-            return settings.resume_queue_url
-        return sqs.get_queue_url(QueueName=settings.resume_queue_name)["QueueUrl"]
 
     async def _already_answered(
         self, tenant: str, ids: tuple[str, str, str], call_ids: set[str]
