@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from base64 import b64decode
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -174,6 +175,45 @@ class BufferedFunction:
         self.process.stdin.write(json.dumps(event).encode() + b"\n")
         self.process.stdin.flush()
         return self.read(timeout=30)
+
+
+@contextmanager
+def buffered_function(build, logical_id: str, env: dict[str, str]):
+    """A plain-handler function's build output behind the runtime stand-in, ready; stopped on
+    exit, and its stderr must hold no traceback."""
+    built, runtime = build
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",  # no PYTHON* variables, no script folder on sys.path
+            "-S",  # no site-packages
+            "-B",  # no bytecode written (/opt is read-only in Lambda)
+            str(Path(__file__).with_name("artifact_runtime.py")),
+            str(built[logical_id]),
+            str(built["AgentsCoreLayer"] / "python"),
+            str(runtime),
+            template()["Resources"][logical_id]["Properties"]["Handler"],
+        ],
+        cwd=built[logical_id],
+        env={
+            **CREDENTIALS,
+            "PATH": "/usr/bin:/bin",
+            "AWS_LAMBDA_FUNCTION_NAME": logical_id,
+            "POWERTOOLS_SERVICE_NAME": "serverless-agents",
+            **env,
+        },
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        function = BufferedFunction(process)
+        assert function.read(timeout=STARTUP_SECONDS) == {"ready": True}
+        yield function
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=10)
+    assert b"Traceback" not in errors, errors.decode(errors="replace")[-3000:]
 
 
 @pytest.fixture(scope="module")
@@ -453,7 +493,6 @@ def test_the_built_authorizer_answers_api_gateways_events_from_the_table(build, 
 
     from .test_authorizer import request_event, token_event
 
-    built, runtime = build
     dynamodb = boto3.client(
         "dynamodb",
         endpoint_url=aws,
@@ -462,35 +501,8 @@ def test_the_built_authorizer_answers_api_gateways_events_from_the_table(build, 
         aws_secret_access_key="testing",
     )
     issued = KeyStore(dynamodb, TABLE).create("acme")
-    handler = template()["Resources"]["AuthorizerFunction"]["Properties"]["Handler"]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            "-B",
-            str(Path(__file__).with_name("artifact_runtime.py")),
-            str(built["AuthorizerFunction"]),
-            str(built["AgentsCoreLayer"] / "python"),
-            str(runtime),
-            handler,
-        ],
-        cwd=built["AuthorizerFunction"],
-        env={
-            **CREDENTIALS,
-            "PATH": "/usr/bin:/bin",
-            "AWS_ENDPOINT_URL": aws,
-            "AWS_LAMBDA_FUNCTION_NAME": "AuthorizerFunction",
-            "TABLE_NAME": TABLE,
-            "POWERTOOLS_SERVICE_NAME": "serverless-agents",
-        },
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        authorizer = BufferedFunction(process)
-        assert authorizer.read(timeout=STARTUP_SECONDS) == {"ready": True}
+    env = {"AWS_ENDPOINT_URL": aws, "TABLE_NAME": TABLE}
+    with buffered_function(build, "AuthorizerFunction", env) as authorizer:
         for event in (
             token_event(f"Bearer {issued.key}"),
             request_event({"authorization": f"Bearer {issued.key}"}),
@@ -500,10 +512,6 @@ def test_the_built_authorizer_answers_api_gateways_events_from_the_table(build, 
             assert answer["policyDocument"]["Statement"][0]["Effect"] == "Allow"
         refused = authorizer.invoke(token_event("Bearer " + issued.key[:-1] + "_"))
         assert refused["errorMessage"] == "Unauthorized", refused
-    finally:
-        process.terminate()
-        _, errors = process.communicate(timeout=10)
-    assert b"Traceback" not in errors, errors.decode(errors="replace")[-3000:]
 
 
 def test_the_built_background_function_runs_a_queued_response_from_its_queue_message(
@@ -514,7 +522,6 @@ def test_the_built_background_function_runs_a_queued_response_from_its_queue_mes
     the response ends completed, readable through the responses function."""
     from agents_core.services.resume_queue import lambda_sqs_event
 
-    built, runtime = build
     _, urls, logs = functions
     model.reset()
     event = load_event("responses/create_response.json")
@@ -532,44 +539,16 @@ def test_the_built_background_function_runs_a_queued_response_from_its_queue_mes
         QueueUrl=queue, MaxNumberOfMessages=1, MessageAttributeNames=["All"], WaitTimeSeconds=5
     )["Messages"]
     sqs_event = lambda_sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:bg", "us-east-1")
-    resources = template()["Resources"]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            "-B",
-            str(Path(__file__).with_name("artifact_runtime.py")),
-            str(built["BackgroundFunction"]),
-            str(built["AgentsCoreLayer"] / "python"),
-            str(runtime),
-            resources["BackgroundFunction"]["Properties"]["Handler"],
-        ],
-        cwd=built["BackgroundFunction"],
-        env={
-            **CREDENTIALS,
-            "PATH": "/usr/bin:/bin",
-            "AWS_ENDPOINT_URL": aws,
-            "AWS_LAMBDA_FUNCTION_NAME": "BackgroundFunction",
-            "TABLE_NAME": TABLE,
-            "EVENT_BUS_NAME": BUS,
-            "BACKGROUND_QUEUE_NAME": BACKGROUND_QUEUE,
-            "OPENAI_BASE_URL": model.url,
-            "RUN_SUSPEND_MARGIN_SECONDS": "1",
-            "POWERTOOLS_SERVICE_NAME": "serverless-agents",
-        },
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        worker = BufferedFunction(process)
-        assert worker.read(timeout=STARTUP_SECONDS) == {"ready": True}
+    env = {
+        "AWS_ENDPOINT_URL": aws,
+        "TABLE_NAME": TABLE,
+        "EVENT_BUS_NAME": BUS,
+        "BACKGROUND_QUEUE_NAME": BACKGROUND_QUEUE,
+        "OPENAI_BASE_URL": model.url,
+        "RUN_SUSPEND_MARGIN_SECONDS": "1",
+    }
+    with buffered_function(build, "BackgroundFunction", env) as worker:
         assert worker.invoke(sqs_event) == {"batchItemFailures": []}
-    finally:
-        process.terminate()
-        _, errors = process.communicate(timeout=10)
-    assert b"Traceback" not in errors, errors.decode(errors="replace")[-3000:]
     read = forward(
         urls["ResponsesFunction"],
         load_event("responses/get_response.json", {"{{response_id}}": response_id}),
@@ -588,7 +567,6 @@ def test_the_built_ingest_function_ingests_a_file_attached_to_a_vector_store(bui
     from agents_core.services.resume_queue import lambda_sqs_event
     from agents_core.settings import Settings
 
-    built, runtime = build
     session = boto3.Session(region_name="us-east-1", **_keys())
     clients = {name: session.client(name, endpoint_url=aws) for name in ("sqs", "s3", "s3vectors")}
     settings = Settings(
@@ -614,42 +592,14 @@ def test_the_built_ingest_function_ingests_a_file_attached_to_a_vector_store(bui
         WaitTimeSeconds=5,
     )["Messages"]
     sqs_event = lambda_sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:in", "us-east-1")
-    resources = template()["Resources"]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            "-B",
-            str(Path(__file__).with_name("artifact_runtime.py")),
-            str(built["IngestFunction"]),
-            str(built["AgentsCoreLayer"] / "python"),
-            str(runtime),
-            resources["IngestFunction"]["Properties"]["Handler"],
-        ],
-        cwd=built["IngestFunction"],
-        env={
-            **CREDENTIALS,
-            "PATH": "/usr/bin:/bin",
-            "AWS_ENDPOINT_URL": aws,
-            "AWS_LAMBDA_FUNCTION_NAME": "IngestFunction",
-            "TABLE_NAME": TABLE,
-            "FILES_BUCKET": settings.files_bucket,
-            "VECTOR_BUCKET_NAME": settings.vector_bucket_name,
-            "INGEST_QUEUE_URL": queue,
-            "POWERTOOLS_SERVICE_NAME": "serverless-agents",
-        },
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        worker = BufferedFunction(process)
-        assert worker.read(timeout=STARTUP_SECONDS) == {"ready": True}
+    env = {
+        "AWS_ENDPOINT_URL": aws,
+        "TABLE_NAME": TABLE,
+        "FILES_BUCKET": settings.files_bucket,
+        "VECTOR_BUCKET_NAME": settings.vector_bucket_name,
+        "INGEST_QUEUE_URL": queue,
+    }
+    with buffered_function(build, "IngestFunction", env) as worker:
         assert worker.invoke(sqs_event) == {"batchItemFailures": []}
-    finally:
-        process.terminate()
-        _, errors = process.communicate(timeout=10)
-    assert b"Traceback" not in errors, errors.decode(errors="replace")[-3000:]
     assert services.vector_stores.file("acme", store.id, file.id).status == "completed"
     assert services.vector_stores.get("acme", store.id).file_counts.completed == 1
