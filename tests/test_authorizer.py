@@ -18,6 +18,7 @@ from agents_core.auth import BEARER_PATTERN, KeyStore, authenticate, hash_key
 from agents_core.auth.authorizer import Unauthorized, authorize
 from agents_core.auth.keys import InvalidKey
 from agents_core.auth.store import keys_gsi1pk
+from agents_core.auth.tokens import HEADER_PATTERN
 from agents_core.errors import InvalidRequest, NotFound
 from agents_core.store import keys as store_keys
 from llama_stack_client import AuthenticationError, LlamaStackClient, NotFoundError
@@ -138,11 +139,13 @@ def test_api_gateway_refuses_the_same_malformed_headers_before_the_authorizer_ru
     as malformed never costs an invocation."""
     api = template()["Resources"]["AgentsApi"]["Properties"]
     identity = api["Auth"]["Authorizers"]["BearerKeys"]["Identity"]
-    assert identity["ValidationExpression"] == BEARER_PATTERN
+    assert identity["ValidationExpression"] == HEADER_PATTERN  # keys, or JWTs (test_jwt.py)
     key = keys.create("acme").key
     assert re.fullmatch(BEARER_PATTERN, f"Bearer {key}")
+    assert re.fullmatch(HEADER_PATTERN, f"Bearer {key}")
     for header in (key, f"Basic {key}", f"Bearer {key}x", "Bearer sak_short"):
         assert not re.fullmatch(BEARER_PATTERN, header)
+        assert not re.fullmatch(HEADER_PATTERN, header)
 
 
 def test_only_the_keys_hash_is_stored(keys, dynamodb):

@@ -101,12 +101,14 @@ def test_functions_may_touch_only_the_table():
 
 
 def test_the_authorizer_may_only_get_key_items():
-    """It reads one item by its key's hash: GetItem, on `APIKEY#` partitions, nothing else."""
+    """It reads one item by its key's hash, or a JWT tenant's usage key: GetItem on those
+    partitions, nothing else."""
     (statement,) = statements(template()["Resources"]["AuthorizerFunction"])
     assert statement["Action"] == ["dynamodb:GetItem"]
     assert statement["Resource"] == ["!GetAtt AgentsTable.Arn"]  # no index
     assert statement["Condition"] == {
-        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["APIKEY#*"]}
+        # ...and a JWT tenant's usage plan key item (agents_core.auth.store.usage_pk)
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["APIKEY#*", "T#*#USAGE"]}
     }
 
 

@@ -295,6 +295,14 @@ def build_local_app():
             f"LOCAL_AUTH={settings.local_auth!r} is not known: LOCAL_AUTH=keys asks callers for"
             " a Bearer key (scripts/api_keys.py --local create <tenant>); unset, none is asked"
         )
+    try:
+        from agents_core.auth.tokens import verifier
+
+        jwts = verifier(settings)
+    except ValueError as err:
+        raise StartupError(str(err)) from None
+    if jwts and settings.local_auth != "keys":
+        raise StartupError("JWT_ISSUER is checked under LOCAL_AUTH=keys only: set both")
     if "OUTBOUND_ALLOW" not in os.environ:  # MCP servers on this machine, never in Lambda
         settings = replace(settings, outbound_allow=LOCAL_OUTBOUND_ALLOW)
     try:
@@ -397,6 +405,8 @@ def build_local_app():
         if settings.local_auth == "keys"
         else "no key needed (tenant default)"
     )
+    if settings.jwt_issuer:
+        auth += f", or a JWT from {settings.jwt_issuer}"
     description = (
         f"{auth} | AWS endpoint {endpoint} ({where}) | table {settings.table_name}"
         f" | queues {settings.resume_queue_name}, {settings.background_queue_name},"

@@ -50,6 +50,12 @@ class Settings:
     #: `keys`: the local server asks every caller for a Bearer key, as the deployed API's
     #: authorizer does (agents_core.auth); unset, callers without identity are `default`.
     local_auth: str = ""
+    #: JWTs accepted besides keys (agents_core.auth.tokens): an OpenID Connect issuer (https; a
+    #: Cognito user pool's URL), the client ids a token may be for, and the claim naming the
+    #: tenant. No issuer: no JWT is accepted.
+    jwt_issuer: str = ""
+    jwt_audience: tuple[str, ...] = ()
+    jwt_tenant_claim: str = "custom:tenant"
     #: Addresses the server may call on a caller's behalf although they are not public: CIDRs
     #: and host names (`OUTBOUND_ALLOW`, comma-separated). Empty in Lambda; the local server
     #: allows loopback, for MCP servers on this machine.
@@ -178,6 +184,11 @@ class Settings:
                 m.strip() for m in os.environ.get("BEDROCK_MODEL_IDS", "").split(",") if m.strip()
             ),
             local_auth=os.environ.get("LOCAL_AUTH", "").strip().lower(),
+            jwt_issuer=os.environ.get("JWT_ISSUER", "").strip().rstrip("/"),
+            jwt_audience=tuple(
+                a.strip() for a in os.environ.get("JWT_AUDIENCE", "").split(",") if a.strip()
+            ),
+            jwt_tenant_claim=os.environ.get("JWT_TENANT_CLAIM", "").strip() or cls.jwt_tenant_claim,
             outbound_allow=tuple(
                 entry.strip()
                 for entry in os.environ.get("OUTBOUND_ALLOW", "").split(",")

@@ -1,20 +1,24 @@
 """API Gateway's Lambda authorizer for Bearer keys, for both event shapes it sends.
 
-TOKEN events carry the `Authorization` header as `authorizationToken`; REQUEST events carry the
-headers (in the caller's spelling). Either way the answer allows the whole API for the key's
-tenant (`principalId`, and `context.tenant`), because API Gateway caches it per header value and
-reuses it for every route; with the API's key source AUTHORIZER, `usageIdentifierKey` puts the
-request in the tenant's usage plan. Any failure raises `Unauthorized`, which API Gateway answers
-with 401.
+The credential is a key of this service or, when the stack names an issuer (JwtIssuer), a JWT
+from that issuer (agents_core.auth.tokens); a JWT's tenant gets the tenant's usage plan key from
+the table like a key's. TOKEN events carry the `Authorization` header as `authorizationToken`;
+REQUEST events carry the headers (in the caller's spelling). Either way the answer allows the
+whole API for the key's tenant (`principalId`, and `context.tenant`), because API Gateway caches
+it per header value and reuses it for every route; with the API's key source AUTHORIZER,
+`usageIdentifierKey` puts the request in the tenant's usage plan. Any failure raises
+`Unauthorized`, which API Gateway answers with 401.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..log import logger
-from .keys import InvalidKey, authenticate
+from .keys import InvalidKey, Principal, authenticate
 from .store import KeyStore
+from .tokens import JwtVerifier, jwt_from_header
 
 
 class Unauthorized(Exception):
@@ -43,11 +47,33 @@ def api_arn(method_arn: str) -> str:
     return f"{api}/{stage}/*"
 
 
-def authorize(event: dict[str, Any], store: KeyStore) -> dict[str, Any]:
+def authenticate_caller(
+    header: str | None, store: KeyStore, jwts: JwtVerifier | None = None
+) -> Principal:
+    """The caller of a request with this `Authorization` header: a key's, or (when `jwts` is
+    given) a JWT's, with the tenant's usage plan key; else InvalidKey."""
+    token = jwt_from_header(header) if jwts else None
+    if token is None:
+        return authenticate(header, store)
+    principal = jwts.authenticate(token)
+    usage = store.usage_key(principal.tenant)
+    if usage is None:
+        logger.warning(
+            "Tenant has no usage plan key: API Gateway will refuse it"
+            " (scripts/api_keys.py attach <tenant>)",
+            tenant=principal.tenant,
+        )
+        return principal
+    return replace(principal, usage_key=usage["usage_key"])
+
+
+def authorize(
+    event: dict[str, Any], store: KeyStore, jwts: JwtVerifier | None = None
+) -> dict[str, Any]:
     """The authorizer's answer to one event, or Unauthorized."""
     try:
         resource = api_arn(event.get("methodArn") or "")
-        principal = authenticate(authorization_header(event), store)
+        principal = authenticate_caller(authorization_header(event), store, jwts)
     except (InvalidKey, ValueError) as err:
         logger.info("Unauthorized", reason=str(err), type=event.get("type"))
         raise Unauthorized() from None

@@ -1,13 +1,13 @@
 """Per-request context: the caller's tenant, the services, the correlation id.
 
-The tenant is read from API Gateway's request context, never from anything the caller sends:
-the authorizer's principal id (the deployed API's Bearer-key authorizer, functions/authorizer),
-else the IAM caller, else the API key id. Without any of them (local use) the tenant is
-`default`, or, under `LOCAL_AUTH=keys`, the tenant of the request's Bearer key, checked by the
-same code as the authorizer's. Buffered functions get the context in the event Mangum
-puts in the ASGI scope; streaming functions get it from the Lambda Web Adapter in the
-`x-amzn-request-context` header, which is trusted only inside Lambda (there the adapter sets it,
-replacing anything a caller sent; locally a caller could forge it).
+The tenant is read from API Gateway's request context, never from anything the caller sends: the
+authorizer's principal id (the deployed API's Bearer-key authorizer, functions/authorizer), else
+the IAM caller, else the API key id. Without any of them (local use) the tenant is `default`,
+or, under `LOCAL_AUTH=keys`, the tenant of the request's Bearer key (or of a JWT from
+`JWT_ISSUER`), checked by the same code as the authorizer's. Buffered functions get the context
+in the event Mangum puts in the ASGI scope; streaming functions get it from the Lambda Web
+Adapter in the `x-amzn-request-context` header, which is trusted only inside Lambda (there the
+adapter sets it, replacing anything a caller sent; locally a caller could forge it).
 """
 
 from __future__ import annotations
@@ -73,14 +73,17 @@ def tenant(request: Request) -> str:
 
 
 def key_tenant(request: Request) -> str:
-    """The tenant of the request's `Authorization: Bearer <key>` (the local server's stand-in
-    for the API's authorizer), else 401."""
-    from ..auth import InvalidKey, KeyStore, authenticate
+    """The tenant of the request's `Authorization: Bearer <key>`, or of a JWT from JWT_ISSUER
+    (the local server's stand-in for the API's authorizer), else 401."""
+    from ..auth import InvalidKey, KeyStore
+    from ..auth.authorizer import authenticate_caller
+    from ..auth.tokens import verifier
 
     services = request.app.state.services
     store = KeyStore(services.dynamodb or aws.client("dynamodb"), services.settings.table_name)
+    header = request.headers.get("authorization")
     try:
-        return authenticate(request.headers.get("authorization"), store).tenant
+        return authenticate_caller(header, store, verifier(services.settings)).tenant
     except InvalidKey as err:
         logger.info("Unauthorized", reason=str(err))
         raise Unauthenticated("Send a valid key: Authorization: Bearer <key>") from None
