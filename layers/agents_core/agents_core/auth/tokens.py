@@ -72,8 +72,8 @@ class JwtConfig:
 
 class Jwks:
     """The issuer's signing keys, fetched (bounded in time and size) and kept per container for
-    `ttl` seconds; an unknown `kid` refetches once (a rotated key), at most every `cooldown`
-    seconds, so a stream of made-up kids cannot make every check a fetch."""
+    `ttl` seconds; an unknown `kid` refetches once (a rotated key), at most one such refetch
+    every `cooldown` seconds, so a stream of made-up kids cannot make every check a fetch."""
 
     def __init__(
         self,
@@ -86,15 +86,17 @@ class Jwks:
         self.url, self.ttl, self.cooldown = url, ttl, cooldown
         self.timeout, self.max_bytes = timeout, max_bytes
         self._keys: dict[str, dict[str, Any]] = {}
-        self._fetched_at = float("-inf")
+        self._fetched_at = self._refetched_at = float("-inf")
         self._lock = threading.Lock()
 
     def key(self, kid: str) -> dict[str, Any]:
         """The JWK with this `kid`, or InvalidKey (unknown, or the JWKS unreachable)."""
         with self._lock:
             now = time.monotonic()
-            age = now - self._fetched_at
-            if age > self.ttl or (kid not in self._keys and age > self.cooldown):
+            if now - self._fetched_at > self.ttl:
+                self._refresh(now)
+            elif kid not in self._keys and now - self._refetched_at > self.cooldown:
+                self._refetched_at = now
                 self._refresh(now)
             jwk = self._keys.get(kid)
         if jwk is None:
