@@ -487,11 +487,13 @@ def check_a_streamed_response_from_an_openai_compatible_model(urls, model) -> No
 
 def test_the_built_authorizer_answers_api_gateways_events_from_the_table(build, aws):
     """The authorizer from its build output, as Lambda runs it: a TOKEN and a REQUEST event with a
-    stored key are allowed for its tenant; an unknown key is the error API Gateway turns into a
-    401."""
+    stored key are allowed for its tenant; so are JWTs of the configured issuer (RS256 and
+    ES256: PyJWT and cryptography are in the layer); an unknown key is the error API Gateway
+    turns into a 401."""
     from agents_core.auth import KeyStore
 
     from .test_authorizer import request_event, token_event
+    from .test_jwt import CLIENT_ID, EC_KEY, jwks_issuer
 
     dynamodb = boto3.client(
         "dynamodb",
@@ -501,17 +503,30 @@ def test_the_built_authorizer_answers_api_gateways_events_from_the_table(build, 
         aws_secret_access_key="testing",
     )
     issued = KeyStore(dynamodb, TABLE).create("acme")
-    env = {"AWS_ENDPOINT_URL": aws, "TABLE_NAME": TABLE}
-    with buffered_function(build, "AuthorizerFunction", env) as authorizer:
-        for event in (
-            token_event(f"Bearer {issued.key}"),
-            request_event({"authorization": f"Bearer {issued.key}"}),
-        ):
-            answer = authorizer.invoke(event)
-            assert answer["principalId"] == "acme", answer
-            assert answer["policyDocument"]["Statement"][0]["Effect"] == "Allow"
-        refused = authorizer.invoke(token_event("Bearer " + issued.key[:-1] + "_"))
-        assert refused["errorMessage"] == "Unauthorized", refused
+
+    with jwks_issuer() as issuer:
+        env = {
+            "AWS_ENDPOINT_URL": aws,
+            "TABLE_NAME": TABLE,
+            "JWT_ISSUER": issuer.url,
+            "JWT_AUDIENCE": CLIENT_ID,
+        }
+        with buffered_function(build, "AuthorizerFunction", env) as authorizer:
+            for event in (
+                token_event(f"Bearer {issued.key}"),
+                request_event({"authorization": f"Bearer {issued.key}"}),
+            ):
+                answer = authorizer.invoke(event)
+                assert answer["principalId"] == "acme", answer
+                assert answer["policyDocument"]["Statement"][0]["Effect"] == "Allow"
+            access = issuer.token(EC_KEY, "ec-1", "ES256", token_use="access", client_id=CLIENT_ID)
+            for token in (issuer.token(), access):
+                answer = authorizer.invoke(token_event(f"Bearer {token}"))
+                assert answer["context"] == {"tenant": "acme", "key_id": "jwt:5f8a-user"}, answer
+            refused = authorizer.invoke(token_event("Bearer " + issued.key[:-1] + "_"))
+            assert refused["errorMessage"] == "Unauthorized", refused
+            expired = authorizer.invoke(token_event(f"Bearer {issuer.token(exp=1)}"))
+            assert expired["errorMessage"] == "Unauthorized", expired
 
 
 def test_the_built_background_function_runs_a_queued_response_from_its_queue_message(

@@ -11,6 +11,7 @@ import hmac
 import json
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
@@ -80,8 +81,9 @@ class Issuer:
         return jwt.encode(self.claims(**claims), key, algorithm=alg, headers={"kid": kid})
 
 
-@pytest.fixture
-def issuer():
+@contextmanager
+def jwks_issuer():
+    """An Issuer whose JWKS a local HTTP peer serves (RSA key `rsa-1`, EC key `ec-1`)."""
     state = Issuer(url="")
 
     class Handler(BaseHTTPRequestHandler):
@@ -103,6 +105,12 @@ def issuer():
     with LocalPeer(Handler, "/pool") as peer:
         state.url = peer.url
         state.jwks["keys"] = [public_jwk(RSA_KEY, "rsa-1"), public_jwk(EC_KEY, "ec-1")]
+        yield state
+
+
+@pytest.fixture
+def issuer():
+    with jwks_issuer() as state:
         yield state
 
 
