@@ -3,7 +3,8 @@
 Each figure is the median over fresh Python processes (a new process is what a Lambda cold
 start pays for). The baseline imports fastapi, boto3, mangum and aws_lambda_powertools and
 nothing else; the goal is each handler at most 1.3x that baseline. Last, what the tool runtime
-adds when it is imported, and what the MCP client adds at a container's first MCP operation.
+adds when it is imported, what the MCP client adds at a container's first MCP operation, and what
+the authorizer adds at its first JWT.
 
     .venv/bin/python bench/cold_start.py [--runs 9]
 """
@@ -44,6 +45,12 @@ EXTRAS = [
         "+ the MCP client (at the first MCP operation)",
         f"{BASE_MODULES}; import agents_core.tools._http, mcp.client.session,"
         " mcp.client.streamable_http",
+    ),
+    # The authorizer loads PyJWT (with cryptography) and httpx only when a JWT arrives: its
+    # cold start with keys only is the handler's figure above; with a JWT, this much more.
+    (
+        "+ a JWT's first check (PyJWT, cryptography, httpx)",
+        f"{BASE_MODULES}; import agents_core.auth.tokens, jwt, jwt.algorithms, httpx",
     ),
 ]
 
