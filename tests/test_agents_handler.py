@@ -57,7 +57,6 @@ def test_every_crud_event_through_the_handler(handler):
             200,
             lambda b: b["session_id"] == ids[EVENT_SESSION] and b["turns"] == [],
         ),
-        "get_step.json": (404, lambda b: "not found" in b["detail"]),
         "delete_session.json": (204, lambda b: b is None),
         "delete_agent.json": (204, lambda b: b is None),
     }
@@ -121,7 +120,6 @@ def test_tenants_are_isolated(handler):
         "create_session.json",
         "delete_session.json",
         "delete_agent.json",
-        "get_turn.json",
     ):
         status, body = invoke(handler, with_identity(load_event(f"agents/{name}", ids), **bob))
         assert status == 404, (name, body)

@@ -61,7 +61,7 @@ PROMISES = {
         lambda r, _: r.json()["output_message"]["tool_calls"][0]["tool_name"] == "get_weather",
     ),
     "agents/get_step.json": (
-        "AgentsFunction",
+        "TurnsFunction",
         200,
         lambda r, _: r.json()["step"]["step_type"] == "inference",
     ),

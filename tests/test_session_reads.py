@@ -251,18 +251,26 @@ def test_a_record_in_parts_keeps_long_texts_once_and_content_that_looks_like_a_m
 def test_a_turn_past_a_buffered_lambdas_6_mb_reads_whole_from_the_streaming_turns_function(
     dynamodb, model
 ):
-    """GET turn is served by the turns function, whose answers stream (no 6 MB bound): a turn
-    of 4 MB asked and 4 MB answered reads back whole there (a session read, buffered on the
-    agents function, still answers 413 naming the turn to read alone)."""
+    """GET turn and GET step are served by the turns function, whose answers stream (no 6 MB
+    bound): a turn of 1 MB asked and 7 MB answered reads back whole there, and so does its
+    answer's step alone; a session read, buffered on the agents function, answers 413 naming
+    the turn to read alone."""
     with client(dynamodb, model) as api:
         agent_id, session_id = new_session(api)
-        question, answer = "q" * (4 * 1024 * 1024), "a" * (4 * 1024 * 1024)
+        question, answer = "q" * (1024 * 1024), "a" * (7 * 1024 * 1024)
         created = run_turn(api, model, agent_id, session_id, question, answer)
+        session = api.get(session_url(agent_id, session_id))
+    assert session.status_code == 413
+    assert f"GET .../turn/{created['turn_id']}" in session.json()["detail"]
     config = Settings(table_name=TABLE, openai_base_url=model.url)
     turns_only = create_app(turns_router, services=build_services(config, dynamodb))
+    url = f"{turn_url(agent_id, session_id)}/{created['turn_id']}"
     with TestClient(turns_only) as streamed:
-        read = streamed.get(f"{turn_url(agent_id, session_id)}/{created['turn_id']}")
+        read = streamed.get(url)
+        step = streamed.get(f"{url}/step/{created['steps'][-1]['step_id']}")
     assert read.status_code == 200 and len(read.content) > 8 * 1024 * 1024
     turn = read.json()
     assert turn["input_messages"][0]["content"] == question
     assert turn["output_message"]["content"] == answer
+    assert step.status_code == 200 and len(step.content) > LAMBDA_LIMIT
+    assert step.json()["step"]["model_response"]["content"] == answer

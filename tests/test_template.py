@@ -260,7 +260,8 @@ STREAMED = (
             ("", "post"),
             ("/{turn_id}/resume", "post"),
             ("/{turn_id}/stream", "get"),
-            ("/{turn_id}", "get"),  # a turn may pass a buffered Lambda's 6 MB
+            ("/{turn_id}", "get"),  # a turn or a step may pass a buffered Lambda's 6 MB
+            ("/{turn_id}/step/{step_id}", "get"),
         )
     }
     | {
@@ -344,7 +345,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
         assert served == deployed, name
 
 
-BUFFERED_ROUTES = 69  # 35 + files and vector stores (17 under two prefixes)
+BUFFERED_ROUTES = 67  # 33 + files and vector stores (17 under two prefixes)
 
 
 def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():

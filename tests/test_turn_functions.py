@@ -76,7 +76,9 @@ def test_turn_and_resume_events_drive_the_function_apps(dynamodb):
     ids["{{step_id}}"] = final["turn"]["steps"][-1]["step_id"]
     read = invoke(turns, load_event("agents/get_turn.json", ids))  # streamed: may pass 6 MB
     assert read["statusCode"] == 200 and json.loads(read["body"])["turn_id"] == ids[TURN]
-    for name in ("get_step", "get_session", "delete_session", "delete_agent"):
+    step = invoke(turns, load_event("agents/get_step.json", ids))
+    assert json.loads(step["body"])["step"]["step_id"] == ids["{{step_id}}"], step
+    for name in ("get_session", "delete_session", "delete_agent"):
         reply = agents.handler(load_event(f"agents/{name}.json", ids), LambdaContext())
         assert reply["statusCode"] in (200, 204), (name, reply)
 

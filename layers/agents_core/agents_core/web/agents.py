@@ -1,4 +1,5 @@
-"""Routes of the agents function: agents, sessions, and reads of turns and steps."""
+"""Routes of the agents function: agents and sessions (turns and steps read from the turns
+function, which streams its answers)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ from ..api.agents import (
     Agent,
     AgentCreateResponse,
     AgentSessionCreateResponse,
-    AgentStepResponse,
     CreateAgentRequest,
     CreateAgentSessionRequest,
     Session,
 )
 from ..api.common import PaginatedResponse
-from .common import ID_PATTERN, AgentId, SessionId, StepId, TurnId, json_response
+from .common import ID_PATTERN, AgentId, SessionId, json_response
 from .deps import Svc, Tenant
 from .reads import session_response
 
@@ -113,19 +113,3 @@ def get_session(
 def delete_session(agent_id: AgentId, session_id: SessionId, tenant: Tenant, svc: Svc) -> Response:
     svc.agents.delete_session(tenant, agent_id, session_id)
     return Response(status_code=204)
-
-
-@router.get(
-    "/{agent_id}/session/{session_id}/turn/{turn_id}/step/{step_id}",
-    responses={200: {"model": AgentStepResponse}},
-)
-def get_step(
-    agent_id: AgentId,
-    session_id: SessionId,
-    turn_id: TurnId,
-    step_id: StepId,
-    tenant: Tenant,
-    svc: Svc,
-) -> Response:
-    step = svc.turns.get_step(tenant, agent_id, session_id, turn_id, step_id)
-    return json_response(AgentStepResponse(step=step))

@@ -1,6 +1,7 @@
-"""Turn and session reads sized for a buffered Lambda, whose whole answer (the body escaped into
-a JSON string) must stay under 6 MB: a session answers the oldest turns that fit and says
-`has_more`; a single turn too large to answer is a clear 413, never Lambda's bare 502.
+"""Session reads sized for a buffered Lambda, whose whole answer (the body escaped into a JSON
+string) must stay under 6 MB: a session answers the oldest turns that fit and says `has_more`; a
+turn too large for it is a clear 413 that names the turn, never Lambda's bare 502. A turn alone
+is read from the streaming turns function, bounded by `MAX_STREAMED_READ_BYTES`.
 
 The extension keeps the v0.2.14 shape: a session whose turns all fit is answered exactly as the
 contract says; only a cut-short answer carries `"has_more": true`, and the next page is
@@ -43,7 +44,11 @@ def session_response(page: SessionPage, max_bytes: int) -> Response:
         size += escaped_size(text) + 1
         if size > max_bytes:
             if not turns:
-                raise _too_large(turn, len(text), max_bytes)
+                raise TooLarge(
+                    f"Turn {turn.turn_id} is {len(text):,} bytes as JSON, more than a session"
+                    f" read answers ({max_bytes:,}); read it alone with GET"
+                    f" .../turn/{turn.turn_id}"
+                )
             has_more = True
             break
         turns.append(text)

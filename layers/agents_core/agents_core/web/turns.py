@@ -1,5 +1,6 @@
-"""Routes of the turns and resume functions: create a turn, resume one (streamed or not), and
-rejoin a turn's stream (an extension of the v0.2.14 contract)."""
+"""Routes of the turns and resume functions: create a turn, resume one (streamed or not), read a
+turn or a step (streamed: either may pass a buffered Lambda's 6 MB), and rejoin a turn's stream
+(an extension of the v0.2.14 contract)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Response
 
-from ..api.agents import CreateAgentTurnRequest, ResumeAgentTurnRequest, Turn
+from ..api.agents import (
+    AgentStepResponse,
+    CreateAgentTurnRequest,
+    ResumeAgentTurnRequest,
+    Turn,
+)
 from ..domain import AWAITING_INPUT
 from ..engine.turns import TurnRun
 from ..errors import InvalidRequest, NotFound
@@ -22,6 +28,7 @@ from .common import (
     LastEventId,
     SessionId,
     StartingAfter,
+    StepId,
     TurnId,
     json_response,
     rejoin_point,
@@ -126,6 +133,25 @@ async def get_turn(
     buffered Lambda's 6 MB reads whole (up to MAX_STREAMED_READ_BYTES)."""
     turn = await asyncio.to_thread(svc.turns.get_turn, tenant, agent_id, session_id, turn_id)
     return turn_response(turn, svc.settings.max_streamed_read_bytes)
+
+
+@turns_router.get(
+    "/{agent_id}/session/{session_id}/turn/{turn_id}/step/{step_id}",
+    responses={200: {"model": AgentStepResponse}},
+)
+async def get_step(
+    agent_id: AgentId,
+    session_id: SessionId,
+    turn_id: TurnId,
+    step_id: StepId,
+    tenant: Tenant,
+    svc: Svc,
+) -> Response:
+    """Streamed like the turn read: one step (a model's long answer) may pass 6 MB too."""
+    step = await asyncio.to_thread(
+        svc.turns.get_step, tenant, agent_id, session_id, turn_id, step_id
+    )
+    return json_response(AgentStepResponse(step=step))
 
 
 @turns_router.get(
