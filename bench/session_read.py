@@ -8,7 +8,9 @@ is resumed, so such turns have step items of their own), then read `--reads` tim
 Reads are timed cold (a container that has not read the session: every turn is read from the
 table) and warm (the store remembers the session's finished turns and asks only for later ones).
 The cold read is also timed in process (the store's read alone, then the answer's
-serialization), to show where the time goes.
+serialization), to show where the time goes: waiting for the table, botocore's parsing, and this
+process's CPU. The CPU moto spends is printed apart: it is moto's own work (py-spy shows it
+serializing and projecting items), which DynamoDB does on its own machines in a few ms.
 
     .venv/bin/python bench/session_read.py [--turns 110] [--reads 50] [--big-mb 5]
 """
@@ -61,15 +63,16 @@ def moto_pid(endpoint: str) -> int | None:
     return None
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """CPU time (user + system) of this process and of `pid`: unlike wall time, what a read
-    costs does not change with what else the machine runs."""
+def cpu_seconds(pid: int | None) -> tuple[float, float]:
+    """CPU time (user + system) of this process (the server and its client) and of `pid` (moto,
+    standing in for DynamoDB): unlike wall time, what a read costs does not change with what
+    else the machine runs, and moto's share is what DynamoDB would do on its own machines."""
     own = os.times()
-    total = own.user + own.system
+    other = 0.0
     if pid is not None:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+        other = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own.user + own.system, other
 
 
 def figures(label: str, seconds: list[float]) -> str:
@@ -153,19 +156,37 @@ def run(args: argparse.Namespace, model_url: str, moto: int | None) -> None:
             timings.append(time.perf_counter() - t0)
             resp.raise_for_status()
             sizes.add(len(resp.content))
-        cpu = (cpu_seconds(moto) - cpu_before) / args.reads
+        cpu_after = cpu_seconds(moto)
+        cpu = tuple((a - b) / args.reads for a, b in zip(cpu_after, cpu_before, strict=True))
         turns = len(resp.json()["turns"])
         results[label] = (timings, len(calls) / args.reads, max(sizes), turns, cpu)
 
     from agents_core.web.common import json_response
 
     store_only, serialize = [], []
+    waited, parsed = [], []
+    phases = threading.local()
+
+    def mark(name: str):
+        def record(**_) -> None:
+            now = time.perf_counter()
+            if name == "parse":
+                waited.append(now - phases.sent)
+            elif name == "done" and hasattr(phases, "parsing"):
+                parsed.append(now - phases.parsing)
+            setattr(phases, {"send": "sent", "parse": "parsing", "done": "done"}[name], now)
+
+        return record
+
+    for event, name in (("before-send", "send"), ("before-parse", "parse"), ("after-call", "done")):
+        client.meta.events.register(f"{event}.dynamodb", mark(name))
     profiler = None
     if args.profile:
         import cProfile
 
         profiler = cProfile.Profile()
         profiler.enable()
+    cpu_in_process = time.process_time()
     for _ in range(args.reads):
         forget()
         t0 = time.perf_counter()
@@ -175,6 +196,7 @@ def run(args: argparse.Namespace, model_url: str, moto: int | None) -> None:
         t2 = time.perf_counter()
         store_only.append(t1 - t0)
         serialize.append(t2 - t1)
+    cpu_in_process = (time.process_time() - cpu_in_process) / args.reads
     if profiler is not None:
         import pstats
 
@@ -184,10 +206,18 @@ def run(args: argparse.Namespace, model_url: str, moto: int | None) -> None:
     for label, (timings, requests, size, turns, cpu) in results.items():
         print(
             f"GET session, {label}: {turns} turns, {size:,} bytes,"
-            f" {requests:.1f} DynamoDB requests, {cpu * 1000:.1f} ms CPU (server + moto) a read"
+            f" {requests:.1f} DynamoDB requests; CPU a read: {cpu[0] * 1000:.1f} ms server and"
+            f" client, {cpu[1] * 1000:.1f} ms moto"
         )
         print(figures(f"  over HTTP ({args.reads} reads)", timings))
     print(figures("in process, cold: the store's read", store_only))
+    per_read = len(waited) / args.reads
+    print(
+        f"  of which, summed over its {per_read:.1f} requests (some run side by side): waiting"
+        f" for the table (moto here) {sum(waited) / args.reads * 1000:.2f} ms, botocore parsing"
+        f" the answers {sum(parsed) / args.reads * 1000:.2f} ms a read; CPU of this process"
+        f" (the store's read and the serialization, no HTTP) {cpu_in_process * 1000:.2f} ms a read"
+    )
     print(figures("in process: the answer's serialization", serialize))
 
     if args.big_mb:
