@@ -232,6 +232,23 @@ def test_more_than_twenty_items_at_once_is_a_400(client):
     assert client.conversations.items.list(conversation.id).data == []
 
 
+@pytest.mark.parametrize("item_id", ["", "i" * 129, "fc.1"])
+def test_an_item_id_that_cannot_be_a_key_is_a_400_and_changes_nothing(client, item_id):
+    """Conversations index items by id (a DynamoDB key: never empty, at most 1,024 bytes, which
+    moto does not enforce) and serve them back under it: ids are what the item path takes."""
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "id": item_id}
+    with pytest.raises(openai.BadRequestError) as created:
+        client.conversations.create(items=[call])
+    assert "id" in detail(created)
+    conversation = client.conversations.create()
+    with pytest.raises(openai.BadRequestError):
+        client.conversations.items.create(conversation.id, items=[call])
+    assert client.conversations.items.list(conversation.id).data == []
+    good = client.conversations.items.create(conversation.id, items=[{**call, "id": "fc_1"}])
+    assert [item.id for item in good.data] == ["fc_1"]
+    assert client.conversations.items.retrieve("fc_1", conversation_id=conversation.id).id == "fc_1"
+
+
 def test_a_large_item_round_trips(client):
     text = "é" * 300_000  # 600 KB of JSON: written in parts
     conversation = client.conversations.create(items=[user("before")])

@@ -44,6 +44,23 @@ def test_the_statuses_listed_are_the_ones_the_routes_answer(api, document):
     assert {"409", "502", "504"} <= set(paths[turn]["post"]["responses"])
 
 
+def test_files_and_vector_stores_document_their_sizes_missing_files_and_raw_content():
+    from agents_core.services import Services
+    from agents_core.settings import Settings
+    from agents_core.web.app import create_app
+    from agents_core.web.files import files_router, vector_stores_router
+
+    app = create_app(files_router, vector_stores_router, services=Services(Settings()))
+    paths = app.openapi()["paths"]
+    for prefix in ("/v1", "/v1/openai/v1"):
+        assert "413" in paths[f"{prefix}/files/uploads"]["post"]["responses"]
+        assert "413" in paths[f"{prefix}/files"]["post"]["responses"]
+        assert "404" in paths[f"{prefix}/vector_stores"]["post"]["responses"]
+        assert "409" in paths[f"{prefix}/vector_stores/{{vector_store_id}}"]["post"]["responses"]
+        content = paths[f"{prefix}/files/{{file_id}}/content"]["get"]["responses"]["200"]
+        assert list(content["content"]) == ["application/octet-stream"]
+
+
 def test_a_message_role_is_required_in_the_document_as_by_the_service(api, document):
     schemas = document["components"]["schemas"]
     for name in ("UserMessage", "ToolResponseMessage"):

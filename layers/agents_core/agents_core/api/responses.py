@@ -14,6 +14,9 @@ from .common import ApiModel
 
 #: Model ids are keys of the by-model index; the longest Bedrock inference-profile ARNs are ~150.
 MAX_MODEL_ID_LENGTH = 256
+#: An item's id, a client's or ours: conversations index items by it (a DynamoDB key, which may
+#: be neither empty nor over 1,024 bytes) and serve it back under this path segment.
+ItemId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
 
 # --- message content -----------------------------------------------------------------------
 
@@ -123,7 +126,7 @@ class OpenAIResponseMessage(ApiModel):
     )
     role: Literal["system", "developer", "user", "assistant"]
     type: Literal["message"] = "message"
-    id: str | None = None
+    id: ItemId | None = None
     status: str | None = None
 
 
@@ -134,14 +137,14 @@ class WebSearchAction(ApiModel):
 
 
 class OpenAIResponseOutputMessageWebSearchToolCall(ApiModel):
-    id: str
+    id: ItemId
     status: str
     type: Literal["web_search_call"] = "web_search_call"
     action: WebSearchAction | None = None
 
 
 class OpenAIResponseOutputMessageFileSearchToolCall(ApiModel):
-    id: str
+    id: ItemId
     queries: list[str]
     status: str
     type: Literal["file_search_call"] = "file_search_call"
@@ -153,7 +156,7 @@ class OpenAIResponseOutputMessageFunctionToolCall(ApiModel):
     name: str
     arguments: str
     type: Literal["function_call"] = "function_call"
-    id: str | None = None
+    id: ItemId | None = None
     status: str | None = None
 
 
@@ -161,7 +164,7 @@ class OpenAIResponseInputFunctionToolCallOutput(ApiModel):
     call_id: str
     output: str
     type: Literal["function_call_output"] = "function_call_output"
-    id: str | None = None
+    id: ItemId | None = None
     status: str | None = None
 
 
@@ -180,7 +183,7 @@ class McpToolExecutionError(ApiModel):
 
 
 class OpenAIResponseOutputMessageMCPCall(ApiModel):
-    id: str
+    id: ItemId
     type: Literal["mcp_call"] = "mcp_call"
     arguments: str
     name: str
@@ -192,7 +195,7 @@ class OpenAIResponseOutputMessageMCPCall(ApiModel):
 
 
 class OpenAIResponseOutputMessageMCPListTools(ApiModel):
-    id: str
+    id: ItemId
     type: Literal["mcp_list_tools"] = "mcp_list_tools"
     server_label: str
     tools: list[MCPListToolsTool]
@@ -202,7 +205,7 @@ class OpenAIResponseOutputMessageMCPListTools(ApiModel):
 class OpenAIResponseMCPApprovalRequest(ApiModel):
     """A call to an MCP tool that waits for the caller's approval; its id is the call's id."""
 
-    id: str
+    id: ItemId
     type: Literal["mcp_approval_request"] = "mcp_approval_request"
     arguments: str
     name: str
@@ -213,7 +216,7 @@ class OpenAIResponseMCPApprovalResponse(ApiModel):
     type: Literal["mcp_approval_response"] = "mcp_approval_response"
     approval_request_id: str = Field(min_length=1, max_length=256)
     approve: bool
-    id: str | None = None
+    id: ItemId | None = None
     reason: str | None = None
 
 
@@ -225,7 +228,7 @@ class OpenAIResponseReasoningText(ApiModel):
 class OpenAIResponseReasoningItem(ApiModel):
     """The reasoning a model returned before its answer (models that stream it)."""
 
-    id: str
+    id: ItemId
     type: Literal["reasoning"] = "reasoning"
     summary: list[dict[str, Any]] = Field(default_factory=list)
     content: list[OpenAIResponseReasoningText] = Field(default_factory=list)

@@ -151,7 +151,11 @@ def get_file(file_id: FileId, tenant: Tenant, svc: Svc) -> Response:
     return json_response(svc.files.get(tenant, file_id))
 
 
-@files_router.get("/v1/files/{file_id}/content")
+@files_router.get(
+    "/v1/files/{file_id}/content",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}, "description": "The bytes"}},
+)
 def get_file_content(file_id: FileId, tenant: Tenant, svc: Svc) -> Response:
     """The file's bytes as uploaded (`application/octet-stream`: the API keeps no type)."""
     _, data = svc.files.content(tenant, file_id)

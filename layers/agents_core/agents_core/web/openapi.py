@@ -50,6 +50,12 @@ def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str
         out["413"] = "Too large to store"
     if method == "post" and path == "/v1/toolgroups":
         out["409"] = "The id is registered with another definition"
+    if method == "post" and path in ("/v1/files", "/v1/files/uploads"):
+        out["413"] = "Larger than a file may be"
+    if method == "post" and path == "/v1/vector_stores":
+        out["404"] = "A file of `file_ids` not found, or another tenant's"
+    if method in ("post", "delete") and path.startswith("/v1/vector_stores/{"):
+        out["409"] = "The vector store or its file is being changed by another request: retry"
     if method == "get" and path.startswith(_TOOL_LISTINGS):
         out["502"] = "An MCP server failed to list its tools"
     if method == "get" and path.endswith(("/turn/{turn_id}", "/session/{session_id}")):
