@@ -570,6 +570,80 @@ def test_response_lifecycle_events_reach_a_rule_target(services, model, aws):
     assert set(example["detail"]) == set(completed)
 
 
+def test_a_model_failure_after_steps_of_its_own_parks_the_turn_and_a_later_message_goes_on(
+    services, model, aws
+):
+    """The resumed turn ran a server tool, then its model failed: the turn is parked after the
+    tool's step (not reverted, which would run the tool again), the message is acknowledged
+    and a delayed continuation sent; it finishes the turn, the tool having run once."""
+    from dataclasses import replace
+
+    sqs = aws["sqs"]
+    queue_url = ensure_resume_queue(sqs, "resume-retry-test")
+    services.settings = replace(
+        services.settings, resume_queue_url=queue_url, resume_retry_delay_seconds=0
+    )
+    services.sqs_client = sqs
+
+    async def scenario():
+        agent = services.agents.create_agent(
+            TENANT,
+            AgentConfig(
+                model="m",
+                instructions="Use tools.",
+                client_tools=[WEATHER_TOOL],
+                toolgroups=["builtin::websearch"],
+            ),
+        )
+        session = services.agents.create_session(TENANT, agent.agent_id, "retry")
+        model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
+        body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "Plan my day"}])
+        run = await services.engine.start_turn(TENANT, agent.agent_id, session.session_id, body)
+        paused = await run.result()
+        ids = {
+            EVENT_AGENT: agent.agent_id,
+            EVENT_SESSION: session.session_id,
+            EVENT_TURN: paused.turn_id,
+            EVENT_CALL: paused.output_message.tool_calls[0].call_id,
+            EVENT_TOKEN: await asyncio.to_thread(resume_token, services.aws, paused.turn_id),
+        }
+        model.reply(tool_calls=[("web_search", '{"query": "museums"}')])
+        model.reply(error="status", status=503)
+        worker = ResumeQueueWorker(services)
+        first = await worker.handle(batch(record(ids, "m-1")))
+        parked = services.turns.get_turn_state(
+            TENANT, agent.agent_id, session.session_id, paused.turn_id
+        )
+        sent = sqs.receive_message(
+            QueueUrl=queue_url, MessageAttributeNames=["All"], MaxNumberOfMessages=10
+        ).get("Messages", [])
+        model.reply(text="Museums it is.")
+        token = sent[0]["MessageAttributes"]["resume_token"]["StringValue"]
+        again = record({**ids, EVENT_TOKEN: token}, "m-2", body=sent[0]["Body"])
+        second = await worker.handle(batch(again))
+        return ids, first, parked, sent, second
+
+    ids, first, (parked_turn, parked_state), sent, second = asyncio.run(scenario())
+    assert first == {"batchItemFailures": []}  # acknowledged: the continuation carries it on
+    assert parked_state.status == AWAITING_INPUT and parked_state.pending_calls == []
+    kinds = ["inference", "tool_execution", "inference", "tool_execution"]
+    assert [s.step_type for s in parked_turn.steps] == kinds  # the search's step is kept
+    assert len(sent) == 1 and json.loads(sent[0]["Body"])["tool_responses"] == []
+    assert second == {"batchItemFailures": []}
+    turn = services.turns.get_turn(TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], ids[EVENT_TURN])
+    assert turn.output_message.content == "Museums it is."
+    assert [s.step_type for s in turn.steps] == [*kinds, "inference"]
+    searches = [
+        call
+        for step in turn.steps
+        if step.step_type == "tool_execution"
+        for call in step.tool_calls
+        if call.tool_name == "web_search"
+    ]
+    assert len(searches) == 1
+    assert len(model.requests) == 4  # the first call, the search's, the failed one, the last
+
+
 def test_a_resumed_turn_out_of_time_is_parked_and_continued_by_the_queue_to_its_end(
     services, model, aws
 ):

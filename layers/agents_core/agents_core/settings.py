@@ -95,6 +95,9 @@ class Settings:
     run_suspend_margin_seconds: float = 330.0
     #: The invocation a locally polled queue message gets (Lambda's is its function's timeout).
     queue_invocation_seconds: float = 840.0
+    #: A queued resume whose model failed after steps of its own is parked there and continued
+    #: by a new message this much later (SQS's DelaySeconds, at most 900).
+    resume_retry_delay_seconds: int = 60
     resume_queue_url: str | None = None  # the stack's; found by name when unset
     #: How often a running background response looks whether it was cancelled.
     background_cancel_poll_seconds: float = 0.5
@@ -241,6 +244,10 @@ class Settings:
             ),
             queue_invocation_seconds=float(
                 os.environ.get("QUEUE_INVOCATION_SECONDS", cls.queue_invocation_seconds)
+            ),
+            resume_retry_delay_seconds=min(
+                900,
+                int(os.environ.get("RESUME_RETRY_DELAY_SECONDS", cls.resume_retry_delay_seconds)),
             ),
             background_cancel_poll_seconds=float(
                 os.environ.get("BACKGROUND_CANCEL_POLL_SECONDS", cls.background_cancel_poll_seconds)

@@ -287,8 +287,10 @@ class TurnRun:
         return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
 
     async def _fail(self, err: Exception) -> RunFailed:
-        """End the turn as failed, and say why. A queued resume whose model failed goes back to
-        awaiting input instead, for SQS to retry; a turn that lost its session writes nothing."""
+        """End the turn as failed, and say why; a turn that lost its session writes nothing. A
+        queued resume whose model failed is retried instead: parked where it stopped when it
+        had stored steps of its own (a retry must not run their tools again), else back to
+        awaiting input as before it, for SQS to redeliver the message."""
         status, message = status_of(err), _reason(err)
         turn_id = self.turn.turn_id
         if isinstance(err, Conflict):  # ran past its lease: another turn has the session now
@@ -296,6 +298,9 @@ class TurnRun:
             self.state.status, self.state.error = FAILED, message
             return RunFailed(status, message, turn_id=turn_id)
         if isinstance(err, UpstreamFailed) and self.revert_to is not None:
+            if len(self.written_steps) > len(self.prelude):
+                await self._park()
+                return RunFailed(status, message, retry=True, turn_id=turn_id)
             paused_turn, paused_state = self.revert_to
             await self.storage.revert(self.lock, paused_turn, paused_state, self.written_steps)
             self.turn, self.state, self._reverted = paused_turn, paused_state, True

@@ -125,6 +125,14 @@ class ResumeQueueWorker:
         try:
             turn = await run.result(observe)
         except RunFailed as failed:
+            if failed.retry and run.continuation_token is not None:
+                logger.warning("model unavailable; the parked turn continues later", extra=log)
+                metrics.count("ResumeMessagesRetried")
+                delay = self.services.settings.resume_retry_delay_seconds
+                await asyncio.to_thread(
+                    self._continue, tenant, request, run.continuation_token, log, delay
+                )
+                return
             if failed.retry:
                 logger.warning("model unavailable; resume will be retried", extra=log)
                 metrics.count("ResumeMessagesRetried")
@@ -162,11 +170,17 @@ class ResumeQueueWorker:
         return recorder, observe
 
     def _continue(
-        self, tenant: str, request: AgentTurnResumeRequest, token: str, log: dict[str, Any]
+        self,
+        tenant: str,
+        request: AgentTurnResumeRequest,
+        token: str,
+        log: dict[str, Any],
+        delay_seconds: int = 0,
     ) -> None:
-        """The turn was parked for time: its continuation, a resume with no tool responses
-        carrying the new token, goes back on the queue (a few tries; failing them, the turn
-        stays parked, and a resume with no tool responses over HTTP continues it)."""
+        """The turn was parked (for time, or after its model failed): its continuation, a
+        resume with no tool responses carrying the new token, goes back on the queue, visible
+        after `delay_seconds` (a few tries; failing them, the turn stays parked, and a resume
+        with no tool responses over HTTP continues it)."""
         body = AgentTurnResumeRequest(
             agent_id=request.agent_id,
             session_id=request.session_id,
@@ -186,6 +200,7 @@ class ResumeQueueWorker:
                     ),
                     MessageBody=body,
                     MessageAttributes=attributes,
+                    DelaySeconds=delay_seconds,
                 )
                 logger.info("turn continues in a new invocation", extra=log)
                 metrics.count("ResumeMessagesContinued")
