@@ -492,12 +492,11 @@ def test_a_queued_resume_without_the_pauses_token_is_refused_with_nothing_stored
     assert done.output_message.content == "Sunny."
 
 
-def test_a_queued_resume_whose_model_fails_goes_back_to_awaiting_input_with_nothing_stored():
-    """The resume writes the tool results, a reply calling a tool and that tool's result before
-    the model fails: all of it goes, and the turn awaits the same input again (SQS retries)."""
+def test_a_queued_resume_whose_model_fails_at_once_goes_back_to_awaiting_input_unchanged():
+    """The resume wrote only the tool results when the model failed: they go, and the turn
+    awaits the same input again (SQS redelivers the message)."""
     world = agents(
         calls(("call-1", "get_weather", PARIS)),
-        calls(("call-2", "launch_rockets", "{}")),
         [UpstreamFailed("the model failed")],
         says("Sunny."),
     )
@@ -509,31 +508,67 @@ def test_a_queued_resume_whose_model_fails_goes_back_to_awaiting_input_with_noth
         items = await chunks(await world.resume(turn.turn_id, "sunny", queued=True))
         after = await world.read(turn.turn_id)
         steps_after = copy.deepcopy(world.storage.steps)
-        with pytest.raises(Conflict, match="awaiting tool responses"):
-            await world.lock("another-turn")
         retried = await world.answer(turn.turn_id, "sunny", queued=True)
         return before, steps_before, items, after, steps_after, retried
 
     before, steps_before, items, after, steps_after, retried = asyncio.run(scenario())
-    assert kinds(items) == [
-        "turn_start",
-        "step_start:tool_execution",
-        "step_complete:tool_execution",
-        "step_start:inference",
-        "step_progress:inference",
-        "step_progress:inference",
-        "step_progress:inference",
-        "step_complete:inference",
-        "step_start:tool_execution",
-        "step_progress:tool_execution",
-        "step_complete:tool_execution",
-        "step_start:inference",
-        "error 502",
-    ]
+    assert kinds(items)[-2:] == ["step_start:inference", "error 502"]
     assert items[-1].retry is True
     assert after.turn == before.turn and after.state == before.state
     assert steps_after == steps_before
     assert retried.output_message.content == "Sunny."
+    assert world.model.replies == []
+
+
+def test_a_queued_resume_whose_model_fails_after_steps_of_its_own_is_parked_after_them():
+    """The resume wrote the tool results, a reply calling a tool and that tool's result before
+    the model failed: undoing them would run the tool again on the retry, so the turn is
+    parked after them (awaiting no call, a continuation token) and its continuation goes on
+    from there, each tool run once."""
+    world = agents(
+        calls(("call-1", "get_weather", PARIS)),
+        calls(("call-2", "launch_rockets", "{}")),
+        [UpstreamFailed("the model failed")],
+        says("Sunny."),
+    )
+
+    async def scenario():
+        turn = await world.ask("Weather?")
+        before = await world.read(turn.turn_id)
+        run = await world.resume(turn.turn_id, "sunny", queued=True)
+        items = await chunks(run)
+        parked = await world.read(turn.turn_id)
+        with pytest.raises(Conflict, match="awaiting tool responses"):
+            await world.lock("another-turn")
+        with pytest.raises(Unauthenticated):  # the pause's own token no longer resumes it
+            await world.answer(turn.turn_id, "sunny", queued=True)
+        continued = await world.engine.resume_turn(
+            TENANT,
+            world.agent_id,
+            world.session_id,
+            turn.turn_id,
+            [],
+            False,
+            queued=True,
+            resume_token=run.continuation_token,
+        )
+        return before, items, parked, await continued.result()
+
+    before, items, parked, finished = asyncio.run(scenario())
+    assert kinds(items)[-2:] == ["step_start:inference", "error 502"]
+    assert items[-1].retry is True
+    assert parked.state.status == AWAITING_INPUT and parked.state.pending_calls == []
+    new_steps = [s.step_type for s in parked.turn.steps[len(before.turn.steps) :]]
+    assert new_steps == ["tool_execution", "inference", "tool_execution"]
+    assert finished.output_message.content == "Sunny."
+    rockets = [
+        call.call_id
+        for step in finished.steps
+        if step.step_type == "tool_execution"
+        for call in step.tool_calls
+        if call.tool_name == "launch_rockets"
+    ]
+    assert rockets == ["call-2"]
     assert world.model.replies == []
 
 
