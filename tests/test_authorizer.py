@@ -321,13 +321,10 @@ def keyed_server(model):
         yield base, banner, port
 
 
-def test_both_clients_get_answers_with_their_key_and_tenants_stay_apart(keyed_server, model):
-    base, banner, port = keyed_server
-    assert "callers need a Bearer key" in banner
-    acme = _cli(port, "create", "acme", "--name", "e2e")["key"]
-    globex = _cli(port, "create", "globex")["key"]
-
-    llama = LlamaStackClient(base_url=base, api_key=acme, timeout=30, max_retries=0)
+def both_clients_answer(base: str, api_key: str, model):
+    """A turn through llama-stack-client and a response through the openai SDK, each passing
+    only `api_key`: (the agent, its session, the SDK client, the response)."""
+    llama = LlamaStackClient(base_url=base, api_key=api_key, timeout=30, max_retries=0)
     agent = llama.agents.create(agent_config={"model": "llama3.2:3b", "instructions": "Be brief."})
     session = llama.agents.session.create(agent.agent_id, session_name="keyed")
     model.reply(text="Hello from the model.")
@@ -338,11 +335,20 @@ def test_both_clients_get_answers_with_their_key_and_tenants_stay_apart(keyed_se
         stream=False,
     )
     assert turn.output_message.content == "Hello from the model."
-
-    sdk = openai.OpenAI(base_url=f"{base}/v1/openai/v1", api_key=acme, max_retries=0)
+    sdk = openai.OpenAI(base_url=f"{base}/v1/openai/v1", api_key=api_key, max_retries=0)
     model.reply(text="Responses too.")
     response = sdk.responses.create(model="llama3.2:3b", input="hi")
     assert response.output_text == "Responses too."
+    return agent, session, sdk, response
+
+
+def test_both_clients_get_answers_with_their_key_and_tenants_stay_apart(keyed_server, model):
+    base, banner, port = keyed_server
+    assert "callers need a Bearer key" in banner
+    acme = _cli(port, "create", "acme", "--name", "e2e")["key"]
+    globex = _cli(port, "create", "globex")["key"]
+
+    agent, session, sdk, response = both_clients_answer(base, acme, model)
 
     # The other tenant's key sees none of it.
     other = LlamaStackClient(base_url=base, api_key=globex, timeout=30, max_retries=0)

@@ -38,7 +38,7 @@ from llama_stack_client import LlamaStackClient, NotFoundError
 from .conftest import TABLE
 from .local_server import free_port, running_server
 from .peers.http import LocalPeer
-from .test_authorizer import request_event, token_event
+from .test_authorizer import both_clients_answer, request_event, token_event
 
 CLIENT_ID = "4tq9client0example"
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -315,22 +315,7 @@ def test_both_clients_pass_a_jwt_as_api_key_to_the_local_server(issuer, model):
     }
     with running_server(env) as (base, banner):
         assert f"or a JWT from {issuer.url}" in banner
-        acme = issuer.token()
-        llama = LlamaStackClient(base_url=base, api_key=acme, timeout=30, max_retries=0)
-        agent = llama.agents.create(agent_config={"model": "llama3.2:3b", "instructions": "Hi."})
-        session = llama.agents.session.create(agent.agent_id, session_name="jwt")
-        model.reply(text="Hello, token holder.")
-        turn = llama.agents.turn.create(
-            session.session_id,
-            agent_id=agent.agent_id,
-            messages=[{"role": "user", "content": "hi"}],
-            stream=False,
-        )
-        assert turn.output_message.content == "Hello, token holder."
-
-        sdk = openai.OpenAI(base_url=f"{base}/v1/openai/v1", api_key=acme, max_retries=0)
-        model.reply(text="Responses too.")
-        assert sdk.responses.create(model="llama3.2:3b", input="hi").output_text == "Responses too."
+        agent, session, _, _ = both_clients_answer(base, issuer.token(), model)
 
         # Another tenant's token sees none of it; a bad token gets 401.
         globex = issuer.token(**{"custom:tenant": "globex"})

@@ -570,39 +570,50 @@ def test_response_lifecycle_events_reach_a_rule_target(services, model, aws):
     assert set(example["detail"]) == set(completed)
 
 
+def resume_queue_for(services, name: str, **settings) -> str:
+    """A resume queue of the test's own, where the worker sends continuations."""
+    from dataclasses import replace
+
+    sqs = services.aws["sqs"]
+    queue_url = ensure_resume_queue(sqs, name)
+    services.settings = replace(services.settings, resume_queue_url=queue_url, **settings)
+    services.sqs_client = sqs
+    return queue_url
+
+
+async def paused_plan(services, model):
+    """A turn of an agent with a client tool and web search, paused on the client tool:
+    (agent id, session id, the paused turn)."""
+    agent = services.agents.create_agent(
+        TENANT,
+        AgentConfig(
+            model="m",
+            instructions="Use tools.",
+            client_tools=[WEATHER_TOOL],
+            toolgroups=["builtin::websearch"],
+        ),
+    )
+    session = services.agents.create_session(TENANT, agent.agent_id, "plan")
+    model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
+    body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "Plan my day"}])
+    run = await services.engine.start_turn(TENANT, agent.agent_id, session.session_id, body)
+    return agent.agent_id, session.session_id, await run.result()
+
+
 def test_a_model_failure_after_steps_of_its_own_parks_the_turn_and_a_later_message_goes_on(
     services, model, aws
 ):
     """The resumed turn ran a server tool, then its model failed: the turn is parked after the
     tool's step (not reverted, which would run the tool again), the message is acknowledged
     and a delayed continuation sent; it finishes the turn, the tool having run once."""
-    from dataclasses import replace
-
     sqs = aws["sqs"]
-    queue_url = ensure_resume_queue(sqs, "resume-retry-test")
-    services.settings = replace(
-        services.settings, resume_queue_url=queue_url, resume_retry_delay_seconds=0
-    )
-    services.sqs_client = sqs
+    queue_url = resume_queue_for(services, "resume-retry-test", resume_retry_delay_seconds=0)
 
     async def scenario():
-        agent = services.agents.create_agent(
-            TENANT,
-            AgentConfig(
-                model="m",
-                instructions="Use tools.",
-                client_tools=[WEATHER_TOOL],
-                toolgroups=["builtin::websearch"],
-            ),
-        )
-        session = services.agents.create_session(TENANT, agent.agent_id, "retry")
-        model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
-        body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "Plan my day"}])
-        run = await services.engine.start_turn(TENANT, agent.agent_id, session.session_id, body)
-        paused = await run.result()
+        agent_id, session_id, paused = await paused_plan(services, model)
         ids = {
-            EVENT_AGENT: agent.agent_id,
-            EVENT_SESSION: session.session_id,
+            EVENT_AGENT: agent_id,
+            EVENT_SESSION: session_id,
             EVENT_TURN: paused.turn_id,
             EVENT_CALL: paused.output_message.tool_calls[0].call_id,
             EVENT_TOKEN: await asyncio.to_thread(resume_token, services.aws, paused.turn_id),
@@ -611,9 +622,7 @@ def test_a_model_failure_after_steps_of_its_own_parks_the_turn_and_a_later_messa
         model.reply(error="status", status=503)
         worker = ResumeQueueWorker(services)
         first = await worker.handle(batch(record(ids, "m-1")))
-        parked = services.turns.get_turn_state(
-            TENANT, agent.agent_id, session.session_id, paused.turn_id
-        )
+        parked = services.turns.get_turn_state(TENANT, agent_id, session_id, paused.turn_id)
         sent = sqs.receive_message(
             QueueUrl=queue_url, MessageAttributeNames=["All"], MaxNumberOfMessages=10
         ).get("Messages", [])
@@ -651,14 +660,8 @@ def test_a_resumed_turn_out_of_time_is_parked_and_continued_by_the_queue_to_its_
     step boundary, parks the turn (awaiting no call, nothing announced) and sends its own
     continuation; the queue carries it on to the same end as in one invocation, each model
     call and each tool call made once."""
-    from dataclasses import replace
-
     sqs = aws["sqs"]
-    queue_url = ensure_resume_queue(sqs, "resume-continue-test")
-    services.settings = replace(
-        services.settings, resume_queue_url=queue_url, run_suspend_margin_seconds=10**6
-    )
-    services.sqs_client = sqs
+    queue_url = resume_queue_for(services, "resume-continue-test", run_suspend_margin_seconds=10**6)
     continuations = []
 
     def sent(params, **_):
@@ -668,20 +671,7 @@ def test_a_resumed_turn_out_of_time_is_parked_and_continued_by_the_queue_to_its_
     sqs.meta.events.register("provide-client-params.sqs.SendMessage", sent)
 
     async def scenario():
-        agent = services.agents.create_agent(
-            TENANT,
-            AgentConfig(
-                model="m",
-                instructions="Use tools.",
-                client_tools=[WEATHER_TOOL],
-                toolgroups=["builtin::websearch"],
-            ),
-        )
-        session = services.agents.create_session(TENANT, agent.agent_id, "long")
-        model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
-        body = CreateAgentTurnRequest(messages=[{"role": "user", "content": "Plan my day"}])
-        run = await services.engine.start_turn(TENANT, agent.agent_id, session.session_id, body)
-        paused = await run.result()
+        agent_id, session_id, paused = await paused_plan(services, model)
         call = paused.output_message.tool_calls[0]
         token = await asyncio.to_thread(resume_token, services.aws, paused.turn_id)
         await asyncio.to_thread(captured, aws)  # the pause's own event
@@ -692,8 +682,8 @@ def test_a_resumed_turn_out_of_time_is_parked_and_continued_by_the_queue_to_its_
             QueueUrl=queue_url,
             MessageBody=json.dumps(
                 {
-                    "agent_id": agent.agent_id,
-                    "session_id": session.session_id,
+                    "agent_id": agent_id,
+                    "session_id": session_id,
                     "turn_id": paused.turn_id,
                     "tool_responses": [
                         {"call_id": call.call_id, "tool_name": "get_weather", "content": "sun"}
@@ -711,7 +701,7 @@ def test_a_resumed_turn_out_of_time_is_parked_and_continued_by_the_queue_to_its_
                 await asyncio.sleep(0.1)
                 events = await asyncio.to_thread(captured, aws)
                 if events:
-                    return paused, events, session.session_id, agent.agent_id
+                    return paused, events, session_id, agent_id
             raise AssertionError("the turn never completed")
         finally:
             poller.cancel()
