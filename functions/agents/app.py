@@ -1,4 +1,4 @@
-"""Lambda entry point of the agents function (buffered): agents, sessions, turn and step reads;
+"""Lambda entry point of the agents function (buffered): agents and sessions;
 tool groups and the tool runtime; shields, run-shield and moderations; embeddings; files and
 vector stores."""
 

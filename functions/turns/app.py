@@ -1,4 +1,5 @@
-"""Entry point of the turns function (create a turn), streamed.
+"""Entry point of the turns function, streamed: create a turn; read a turn, a step, or a turn's
+stored stream.
 
 The Lambda Web Adapter layer runs `run.sh`, which serves this ASGI app with uvicorn; the
 adapter turns each API Gateway request into an HTTP request and streams the response back.
