@@ -169,3 +169,33 @@ def test_bedrock_elsewhere_metrics_when_asked_and_data_that_survives_a_restart(t
             got = httpx.get(f"{again.base}/v1/agents/{agents[0]['agent_id']}/session/{session}")
     assert [a["agent_config"]["model"] for a in agents] == ["bedrock/some-model"]
     assert got.json()["turns"][0]["output_message"]["content"] == "echo: hello there"
+
+
+def test_files_and_vector_stores_survive_a_restart_with_data_dir(tmp_path):
+    """DATA_DIR keeps the files bucket and the local vector indexes beside the table: after a
+    restart a file's bytes read back and its vector store still finds it."""
+    import time
+
+    import openai
+
+    text = b"# Otters\n\nSea otters hold hands while they sleep so they do not drift apart.\n"
+    env = {"DATA_DIR": str(tmp_path), "TABLE_NAME": "kept"}
+    with started_server(env) as server:
+        client = openai.OpenAI(base_url=f"{server.base}/v1", api_key="unused", max_retries=0)
+        uploaded = client.files.create(file=("otters.md", text), purpose="assistants")
+        store = client.vector_stores.create(name="kb", file_ids=[uploaded.id])
+        deadline = time.monotonic() + 30
+        while client.vector_stores.retrieve(store.id).file_counts.completed < 1:
+            assert time.monotonic() < deadline, "the file was not ingested"
+            time.sleep(0.2)
+        before = client.vector_stores.search(store.id, query="otters sleep")
+        console = server.stop()
+    assert "saved 1 files" in console and "saved 1 vector indexes" in console
+
+    with started_server(env) as again:
+        assert "1 files restored; 1 vector indexes restored" in again.banner
+        client = openai.OpenAI(base_url=f"{again.base}/v1", api_key="unused", max_retries=0)
+        assert client.files.content(uploaded.id).read() == text
+        after = client.vector_stores.search(store.id, query="otters sleep")
+    assert [r.file_id for r in before.data] == [uploaded.id]
+    assert [(r.file_id, r.score) for r in after.data] == [(r.file_id, r.score) for r in before.data]

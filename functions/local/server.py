@@ -1,11 +1,11 @@
 """Local entry point (`make run`): every function's routers in one ASGI app on 127.0.0.1:$PORT.
 
 AWS is whatever AWS_ENDPOINT_URL names (boto3 reads it natively); without it an embedded moto
-server stands in, its data in memory (DATA_DIR keeps the table across restarts, not the files
-bucket or the vectors). The table, the resume, background and ingestion queues (each with its
-DLQ), the files bucket and the event bus are created there if missing, and each queue is polled
-in-process by the worker its Lambda function runs. The routers, stores, engine and workers are
-the same code the Lambda functions run.
+server stands in, its data in memory (DATA_DIR keeps the table, the files bucket and the local
+vector indexes across restarts). The table, the resume, background and ingestion queues (each
+with its DLQ), the files bucket and the event bus are created there if missing, and each queue
+is polled in-process by the worker its Lambda function runs. The routers, stores, engine and
+workers are the same code the Lambda functions run.
 
 Each problem a user can fix (a busy port, an unreachable AWS endpoint, missing credentials)
 ends the server with one line saying what is wrong and what to do, never a traceback.
@@ -20,6 +20,7 @@ import errno
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -125,18 +126,20 @@ def _web_search_note(provider: str) -> str:
     return f"web search: {provider}"
 
 
-def _start_vector_peer() -> str:
+def _start_vector_peer() -> tuple[str, Any]:
     """The local S3 Vectors (functions/local/vector_peer.py: moto lacks QueryVectors), unless
-    AWS_ENDPOINT_URL_S3VECTORS names one; boto3 sends the s3vectors client there."""
+    AWS_ENDPOINT_URL_S3VECTORS names one; boto3 sends the s3vectors client there. (A note for
+    the banner, the peer or None.)"""
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3VECTORS")
     if endpoint:
-        return f"S3 Vectors at {endpoint}"
+        return f"S3 Vectors at {endpoint}", None
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from vector_peer import start_vector_peer
+    from vector_peer import VectorPeer, start_vector_peer
 
-    url, _ = start_vector_peer()
+    peer = VectorPeer()
+    url, _ = start_vector_peer(peer=peer)
     os.environ["AWS_ENDPOINT_URL_S3VECTORS"] = url
-    return f"S3 Vectors: local peer at {url} (in memory)"
+    return f"S3 Vectors: local peer at {url}", peer
 
 
 def _embedder_note(settings: Any) -> str:
@@ -206,6 +209,65 @@ class TableSnapshot:
                     count += 1
         partial.replace(self.path)
         return count
+
+
+class BucketSnapshot:
+    """The files bucket's objects in DATA_DIR/<bucket>/, one file per object named by its key
+    in base64url: restored at start, saved at shutdown (a new folder, then swapped in)."""
+
+    what = "files"
+
+    def __init__(self, s3: Any, bucket: str, data_dir: str) -> None:
+        self.s3, self.bucket = s3, bucket
+        self.path = Path(data_dir) / bucket
+
+    def restore(self) -> int:
+        if not self.path.is_dir():
+            return 0
+        count = 0
+        for entry in sorted(self.path.iterdir()):
+            key = base64.urlsafe_b64decode(entry.name.encode()).decode()
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=entry.read_bytes())
+            count += 1
+        return count
+
+    def save(self) -> int:
+        partial = self.path.with_name(self.path.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        count = 0
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
+            for listed in page.get("Contents", []):
+                name = base64.urlsafe_b64encode(listed["Key"].encode()).decode()
+                body = self.s3.get_object(Bucket=self.bucket, Key=listed["Key"])["Body"]
+                (partial / name).write_bytes(body.read())
+                count += 1
+        shutil.rmtree(self.path, ignore_errors=True)
+        partial.rename(self.path)
+        return count
+
+
+class VectorSnapshot:
+    """The local S3 Vectors peer's indexes in DATA_DIR/vectors.json."""
+
+    what = "vector indexes"
+
+    def __init__(self, peer: Any, data_dir: str) -> None:
+        self.peer = peer
+        self.path = Path(data_dir) / "vectors.json"
+
+    def restore(self) -> int:
+        if not self.path.exists():
+            return 0
+        self.peer.load(json.loads(self.path.read_text()))
+        return sum(len(indexes) for indexes in self.peer.buckets.values())
+
+    def save(self) -> int:
+        state = self.peer.dump()
+        partial = self.path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(state))
+        partial.replace(self.path)
+        return sum(len(indexes) for indexes in state.values())
 
 
 def _encode(value: Any) -> Any:
@@ -288,7 +350,7 @@ def build_local_app():
         endpoint = os.environ["AWS_ENDPOINT_URL"] = _start_embedded_moto()
         where = "embedded moto server"
 
-    vectors_note = _start_vector_peer()
+    vectors_note, vector_peer = _start_vector_peer()
     settings = Settings.from_env()
     if settings.local_auth not in ("", "keys"):
         raise StartupError(
@@ -339,9 +401,14 @@ def build_local_app():
         raise _aws_failure(os.environ["AWS_ENDPOINT_URL_S3VECTORS"], err) from None
 
     snapshot = TableSnapshot(client, settings.table_name, data_dir) if data_dir else None
+    kept: list[Any] = []  # what else DATA_DIR keeps: the files bucket, the local vectors
     if snapshot:
+        kept.append(BucketSnapshot(s3, settings.files_bucket, data_dir))
+        if vector_peer is not None:
+            kept.append(VectorSnapshot(vector_peer, data_dir))
         restored = snapshot.restore()
-        data = f"data in {snapshot.path} ({restored} items restored; saved when it stops)"
+        others = "; ".join(f"{part.restore()} {part.what} restored" for part in kept)
+        data = f"data in {snapshot.path} ({restored} items restored; {others}; saved when it stops)"
     elif embedded:
         data = "data in memory, lost when it stops (DATA_DIR=<dir> keeps it)"
     else:
@@ -366,6 +433,9 @@ def build_local_app():
         if snapshot:
             saved = await asyncio.to_thread(snapshot.save)
             print(f"saved {saved} items to {snapshot.path}", flush=True)
+        for part in kept:
+            saved = await asyncio.to_thread(part.save)
+            print(f"saved {saved} {part.what} to {part.path}", flush=True)
 
     local = APIRouter()
 

@@ -236,6 +236,29 @@ class VectorPeer:
         self.buckets: dict[str, dict[str, Index]] = {}
         self.lock = threading.Lock()
 
+    def dump(self) -> dict[str, Any]:
+        """Every bucket, index and vector as JSON (`make run`'s DATA_DIR keeps it)."""
+        with self.lock:
+            return {
+                bucket: {
+                    name: {"spec": index.describe(), "vectors": index.vectors}
+                    for name, index in indexes.items()
+                }
+                for bucket, indexes in self.buckets.items()
+            }
+
+    def load(self, state: dict[str, Any]) -> None:
+        """The buckets `dump` wrote, in place of this peer's buckets of the same names."""
+        buckets: dict[str, dict[str, Index]] = {}
+        for bucket, indexes in state.items():
+            buckets[bucket] = {}
+            for name, kept in indexes.items():
+                index = Index(bucket, name, kept["spec"])
+                index.vectors = {key: (data, meta) for key, (data, meta) in kept["vectors"].items()}
+                buckets[bucket][name] = index
+        with self.lock:
+            self.buckets.update(buckets)
+
     def handle(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
         handler = getattr(self, f"op_{operation}", None)
         if handler is None:
@@ -376,9 +399,10 @@ def _handler(peer: VectorPeer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def start_vector_peer(port: int = 0) -> tuple[str, Any]:
-    """(its URL, a function that stops it): served from a daemon thread of this process."""
-    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(VectorPeer()))
+def start_vector_peer(port: int = 0, peer: VectorPeer | None = None) -> tuple[str, Any]:
+    """(its URL, a function that stops it): `peer` (a new one by default) served from a daemon
+    thread of this process."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(peer or VectorPeer()))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
