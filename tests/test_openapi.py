@@ -61,6 +61,14 @@ def test_files_and_vector_stores_document_their_sizes_missing_files_and_raw_cont
         assert list(content["content"]) == ["application/octet-stream"]
 
 
+def test_a_method_a_path_does_not_take_is_405_naming_every_method_it_does(api):
+    resp = api.request("TRACE", "/v1/agents")
+    assert resp.status_code == 405 and resp.json()["detail"] == "Method Not Allowed"
+    assert resp.headers["allow"] == "GET, HEAD, POST"
+    one = api.request("PUT", "/v1/agents/0193a2e0-0000-7000-8000-000000000001")
+    assert one.status_code == 405 and one.headers["allow"] == "DELETE, GET, HEAD"
+
+
 def test_a_message_role_is_required_in_the_document_as_by_the_service(api, document):
     schemas = document["components"]["schemas"]
     for name in ("UserMessage", "ToolResponseMessage"):

@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from ..errors import RunFailed, ServiceError, status_of
 from ..log import logger
@@ -34,6 +35,17 @@ def validation_message(errors: list[Any]) -> str:
 
 def _detail(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the documented routes take at the request's path (HEAD wherever GET is)."""
+    methods = set()
+    for path, operations in request.app.openapi()["paths"].items():
+        if compile_path(path)[0].match(request.url.path):
+            methods |= {method.upper() for method in operations}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -58,8 +70,11 @@ def install_error_handlers(app: FastAPI) -> None:
         return _detail(exc.status, str(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _detail(exc.status_code, str(exc.detail))
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        answer = _detail(exc.status_code, str(exc.detail))
+        if exc.status_code == 405:  # Starlette's own `Allow` names one route's methods only
+            answer.headers["Allow"] = ", ".join(allowed_methods(request))
+        return answer
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
