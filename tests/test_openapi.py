@@ -59,6 +59,11 @@ def test_files_and_vector_stores_document_their_sizes_missing_files_and_raw_cont
         assert "409" in paths[f"{prefix}/vector_stores/{{vector_store_id}}"]["post"]["responses"]
         content = paths[f"{prefix}/files/{{file_id}}/content"]["get"]["responses"]["200"]
         assert list(content["content"]) == ["application/octet-stream"]
+    from fastapi.testclient import TestClient
+
+    # A route of its own is not also one of its sibling's `{file_id}`s.
+    refused = TestClient(app).request("OPTIONS", "/v1/files/uploads")
+    assert refused.status_code == 405 and refused.headers["allow"] == "POST"
 
 
 def test_a_method_a_path_does_not_take_is_405_naming_every_method_it_does(api):
@@ -67,6 +72,13 @@ def test_a_method_a_path_does_not_take_is_405_naming_every_method_it_does(api):
     assert resp.headers["allow"] == "GET, HEAD, POST"
     one = api.request("PUT", "/v1/agents/0193a2e0-0000-7000-8000-000000000001")
     assert one.status_code == 405 and one.headers["allow"] == "DELETE, GET, HEAD"
+
+
+def test_a_session_read_documents_its_has_more_extension(document):
+    session = document["paths"]["/v1/agents/{agent_id}/session/{session_id}"]["get"]
+    ref = session["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    schema = document["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert "has_more" in schema["properties"] and "has_more" not in schema.get("required", [])
 
 
 def test_a_message_role_is_required_in_the_document_as_by_the_service(api, document):

@@ -107,6 +107,13 @@ class Session(ApiModel):
     started_at: datetime
 
 
+class SessionPage(Session):
+    """A session read as it is answered: `has_more` (this service's extension) is there, and
+    true, only when later turns were left for `?starting_after=<the last turn_id>`."""
+
+    has_more: bool | None = None
+
+
 # --- agents --------------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from ..api.agents import (
     AgentSessionCreateResponse,
     CreateAgentRequest,
     CreateAgentSessionRequest,
-    Session,
+    SessionPage,
 )
 from ..api.common import PaginatedResponse
 from .common import ID_PATTERN, AgentId, SessionId, json_response
@@ -82,7 +82,7 @@ def list_sessions(
     return page_response(sessions, has_more)
 
 
-@router.get("/{agent_id}/session/{session_id}", responses={200: {"model": Session}})
+@router.get("/{agent_id}/session/{session_id}", responses={200: {"model": SessionPage}})
 def get_session(
     agent_id: AgentId,
     session_id: SessionId,

@@ -38,11 +38,20 @@ def _detail(status: int, detail: str) -> JSONResponse:
 
 
 def allowed_methods(request: Request) -> list[str]:
-    """Every method the documented routes take at the request's path (HEAD wherever GET is)."""
-    methods = set()
-    for path, operations in request.app.openapi()["paths"].items():
-        if compile_path(path)[0].match(request.url.path):
-            methods |= {method.upper() for method in operations}
+    """Every method the documented routes take at the request's path (HEAD wherever GET is).
+    A path that is a route of its own (`/v1/files/uploads`) is not also a `{file_id}`."""
+    paths = request.app.openapi()["paths"]
+    exact = paths.get(request.url.path)
+    matching = (
+        [exact]
+        if exact
+        else [
+            operations
+            for path, operations in paths.items()
+            if compile_path(path)[0].match(request.url.path)
+        ]
+    )
+    methods = {method.upper() for operations in matching for method in operations}
     if "GET" in methods:
         methods.add("HEAD")
     return sorted(methods)
