@@ -243,3 +243,22 @@ def test_openai_input_accepts_typeless_messages_and_rejects_unknown_items():
         CreateOpenaiResponseRequest.model_validate(
             {"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}}
         )
+
+
+def test_an_approval_request_keeps_the_models_call_id_whatever_its_characters():
+    """Its id is the model's call id (the approval names it back), so it is bounded for the
+    index key only; item ids the service or a client chooses follow the item path's pattern."""
+    from agents_core.api.responses import (
+        OpenAIResponseMCPApprovalRequest,
+        OpenAIResponseOutputMessageFunctionToolCall,
+    )
+
+    request = OpenAIResponseMCPApprovalRequest(
+        id="toolu.01:ab", name="f", arguments="{}", server_label="s"
+    )
+    assert request.id == "toolu.01:ab"
+    for bad in ("", "x" * 257):
+        with pytest.raises(ValidationError):
+            OpenAIResponseMCPApprovalRequest(id=bad, name="f", arguments="{}", server_label="s")
+    with pytest.raises(ValidationError):
+        OpenAIResponseOutputMessageFunctionToolCall(id="fc.1", call_id="c", name="f", arguments="")

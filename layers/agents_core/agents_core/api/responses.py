@@ -17,6 +17,9 @@ MAX_MODEL_ID_LENGTH = 256
 #: An item's id, a client's or ours: conversations index items by it (a DynamoDB key, which may
 #: be neither empty nor over 1,024 bytes) and serve it back under this path segment.
 ItemId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
+#: The id of an approval request is the model's call id, whatever characters the model used:
+#: bounded for the index key only (at most 1,024 bytes in UTF-8).
+CallItemId = Annotated[str, Field(min_length=1, max_length=256)]
 
 # --- message content -----------------------------------------------------------------------
 
@@ -205,7 +208,7 @@ class OpenAIResponseOutputMessageMCPListTools(ApiModel):
 class OpenAIResponseMCPApprovalRequest(ApiModel):
     """A call to an MCP tool that waits for the caller's approval; its id is the call's id."""
 
-    id: ItemId
+    id: CallItemId
     type: Literal["mcp_approval_request"] = "mcp_approval_request"
     arguments: str
     name: str
