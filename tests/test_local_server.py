@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import http.client
+import time
+
 import httpx
 import pytest
 from llama_stack_client import LlamaStackClient, NotFoundError
@@ -160,3 +163,28 @@ def test_make_run_resumes_turns_from_its_queue(server):
             break
         time.sleep(0.1)
     assert turn["output_message"]["content"] == "Tool result: -5C"
+
+
+def _round_trip_ms(conn: http.client.HTTPConnection) -> float:
+    start = time.perf_counter()
+    conn.request("GET", "/v1/health")
+    response = conn.getresponse()
+    response.read()
+    assert response.status == 200
+    return (time.perf_counter() - start) * 1000
+
+
+def test_a_request_on_a_kept_alive_connection_is_no_slower_than_on_a_fresh_one(server):
+    """Every SDK keeps its connections alive: a server that leaves Nagle's algorithm on answers
+    each request after the first one on a connection a delayed ACK late (some 40 ms)."""
+    host, port = server[0].removeprefix("http://").split(":")
+    kept = http.client.HTTPConnection(host, int(port), timeout=10)
+    _round_trip_ms(kept)  # the connection is open from here on
+    kept_alive = [_round_trip_ms(kept) for _ in range(15)]
+    kept.close()
+    fresh = []
+    for _ in range(15):
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        fresh.append(_round_trip_ms(conn))  # connects, then asks
+        conn.close()
+    assert min(kept_alive) <= min(fresh), (kept_alive, fresh)
