@@ -1,4 +1,5 @@
-"""The peers the benchmarks run beside the service: a moto server standing in for AWS and the
+"""The peers the benchmarks run beside the service: a moto server standing in for AWS (with
+DynamoDB's requests one at a time, functions/local/serial_moto.py) and the
 scripted OpenAI-compatible model (tests/peers/openai_server.py), each in a process of its own, as
 AWS and a model server would be: they share no interpreter lock with what is measured.
 
@@ -55,7 +56,12 @@ def moto_and_model() -> Iterator[tuple[str, str]]:
     """(the moto server's endpoint, the model's base URL), both up; stopped on exit."""
     moto_port = free_port()
     moto = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-p", str(moto_port)],
+        [
+            sys.executable,
+            str(ROOT / "functions" / "local" / "serial_moto.py"),
+            "-p",
+            str(moto_port),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

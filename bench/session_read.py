@@ -58,7 +58,7 @@ def moto_pid(endpoint: str) -> int | None:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(b"moto_server" in part for part in cmdline) and port.encode() in cmdline:
+        if any(b"serial_moto" in part for part in cmdline) and port.encode() in cmdline:
             return int(entry.name)
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
@@ -99,3 +100,11 @@ def failed_start(extra_env: dict[str, str], port: int | None = None) -> tuple[in
         timeout=60,
     )
     return result.returncode, (result.stdout + result.stderr).splitlines()
+
+
+def local_module(name: str):
+    """A module of functions/local/ (scripts, not a package), loaded from its file."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "functions" / "local" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

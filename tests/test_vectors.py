@@ -4,7 +4,6 @@ the local S3 Vectors peer (functions/local/vector_peer.py, which adds QueryVecto
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 import subprocess
@@ -22,22 +21,13 @@ from agents_core.vectors.openai_compat import OpenAICompatEmbedder
 from agents_core.vectors.s3vectors import S3VectorIndex, index_name
 from moto import mock_aws
 
-from .lambda_support import ROOT
+from .local_server import local_module
 from .peers.embedding_servers import EmbeddingsServer, TitanEmulator
 
 BUCKET = "vectors-test"
 
 
-def _load_peer():
-    spec = importlib.util.spec_from_file_location(
-        "vector_peer", ROOT / "functions" / "local" / "vector_peer.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-vector_peer = _load_peer()
+vector_peer = local_module("vector_peer")
 
 
 def cosine(a, b):

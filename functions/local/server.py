@@ -86,21 +86,21 @@ def _check_reachable(endpoint: str) -> None:
 
 
 def _start_embedded_moto() -> str:
-    from moto.server import ThreadedMotoServer
+    """moto's server with DynamoDB's requests one at a time (serial_moto.py says why)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from serial_moto import SerialMotoServer
 
     # Werkzeug logs every request moto fails with a traceback; moto fails the actions it lacks
     # (Bedrock's among them), and the caller already gets a clear error for those.
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    _, port = server.get_host_and_port()
+    endpoint = SerialMotoServer().start()
     # moto takes any credentials. Yours (AWS_PROFILE, AWS_ACCESS_KEY_ID) are kept, so a
     # bedrock/ model can reach real Bedrock through AWS_ENDPOINT_URL_BEDROCK_RUNTIME.
     if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
         os.environ["AWS_ACCESS_KEY_ID"] = "local"
         os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
         os.environ["AWS_SESSION_TOKEN"] = "local"
-    return f"http://127.0.0.1:{port}"
+    return endpoint
 
 
 def _aws_failure(endpoint: str, err: Exception) -> StartupError:

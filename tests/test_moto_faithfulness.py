@@ -1,0 +1,138 @@
+"""The local AWS keeps DynamoDB's semantics under concurrent requests.
+
+moto 5.2.5 runs a TransactWriteItems on the live table and, when a condition fails, puts back a
+copy of the table taken before it began: a write another request made in between is lost. These
+tests pin the interleaving down (the transaction waits, right after its copy, until the test lets
+it go on), show the loss on moto's own server, and show that functions/local/serial_moto.py,
+which every local run uses, keeps the write.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import boto3
+import moto.dynamodb.models as dynamodb_models
+import pytest
+from agents_core.store.schema import create_table_if_missing
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
+from .local_server import free_port, local_module
+
+serial_moto = local_module("serial_moto")
+TABLE = "faithfulness"
+
+
+@contextmanager
+def paused_after_copy():
+    """Each transaction, once it has copied its tables, waits for `go` (bounded)."""
+    copied, go = threading.Event(), threading.Event()
+    real_deepcopy = dynamodb_models.copy.deepcopy
+
+    class CopyThenWait:
+        @staticmethod
+        def deepcopy(value, *args):
+            snapshot = real_deepcopy(value, *args)
+            copied.set()
+            go.wait(timeout=10)
+            return snapshot
+
+    dynamodb_models.copy = CopyThenWait
+    try:
+        yield copied, go
+    finally:
+        go.set()
+        dynamodb_models.copy = __import__("copy")
+
+
+def _client(endpoint: str):
+    return boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+
+
+def _failing_transaction(client) -> None:
+    """A put whose condition fails (one action: moto copies the table once): DynamoDB changes
+    nothing."""
+    with pytest.raises(ClientError, match="TransactionCanceled"):
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": TABLE,
+                        "Item": {"PK": {"S": "t"}, "SK": {"S": "a"}},
+                        "ConditionExpression": "attribute_exists(PK)",
+                    }
+                }
+            ]
+        )
+
+
+def _other_write(client) -> None:
+    client.put_item(TableName=TABLE, Item={"PK": {"S": "other"}, "SK": {"S": "kept"}})
+
+
+def _stored(client, pk: str, sk: str) -> bool:
+    return "Item" in client.get_item(TableName=TABLE, Key={"PK": {"S": pk}, "SK": {"S": sk}})
+
+
+@pytest.fixture
+def moto_server():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def serial_server():
+    server = serial_moto.SerialMotoServer()
+    yield server.start()
+    server.stop()
+
+
+def test_moto_alone_loses_a_write_made_while_a_failing_transaction_runs(moto_server):
+    """The fault, on moto's own server: why local runs use serial_moto."""
+    client = _client(moto_server)
+    create_table_if_missing(client, TABLE)
+    with paused_after_copy() as (copied, go), ThreadPoolExecutor() as background:
+        transaction = background.submit(_failing_transaction, client)
+        assert copied.wait(timeout=10)
+        _other_write(client)  # moto answers it at once, while the transaction is under way
+        assert _stored(client, "other", "kept")
+        go.set()
+        transaction.result(timeout=10)
+    assert not _stored(client, "other", "kept")  # put back to the copy: the write is gone
+
+
+def test_serial_moto_applies_a_write_after_a_failing_transaction_not_inside_it(serial_server):
+    client = _client(serial_server)
+    create_table_if_missing(client, TABLE)
+    with paused_after_copy() as (copied, go), ThreadPoolExecutor() as background:
+        transaction = background.submit(_failing_transaction, client)
+        assert copied.wait(timeout=10)
+        writer = background.submit(_other_write, _client(serial_server))
+        with pytest.raises(TimeoutError):  # it waits for the transaction: requests are ordered
+            writer.result(timeout=0.5)
+        go.set()
+        transaction.result(timeout=10)
+        writer.result(timeout=10)
+    assert _stored(client, "other", "kept")
+    assert not _stored(client, "t", "a")  # and the transaction changed nothing
+
+
+def test_serial_moto_serves_other_services_while_dynamodb_is_busy(serial_server):
+    """Only DynamoDB is taken one request at a time: a queue's long poll blocks nothing."""
+    client = _client(serial_server)
+    create_table_if_missing(client, TABLE)
+    sqs = boto3.client("sqs", endpoint_url=serial_server, region_name="us-east-1")
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    with paused_after_copy() as (copied, go), ThreadPoolExecutor() as background:
+        transaction = background.submit(_failing_transaction, client)
+        assert copied.wait(timeout=10)
+        sqs.send_message(QueueUrl=url, MessageBody="m")  # answered while the lock is held
+        assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "m"
+        go.set()
+        transaction.result(timeout=10)
