@@ -1,0 +1,177 @@
+"""Racing resumes of one paused turn, against `make run`'s code over a moto server in a process
+of its own (serial_moto.py, as every local run uses): rounds of concurrent resumes, half of them
+streamed, some with the turn's queued resume among them. Whatever the order, one resume wins
+(200, or the queue's), every other one is a 409 (never a 404 or a 5xx), and the turn stores
+exactly one tool step."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import boto3
+import httpx
+import pytest
+
+from .lambda_support import ROOT
+from .local_server import free_port, started_server
+from .turn_support import WEATHER_TOOL, turn_url
+
+ROUNDS = 20
+RACERS = 10
+BUS = "races-bus"
+QUEUE = "races-resume"
+
+
+@pytest.fixture(scope="module")
+def aws_endpoint():
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "functions" / "local" / "serial_moto.py"), "-p", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    endpoint = proc.stdout.readline().strip()  # printed once it listens
+    yield endpoint
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(aws_endpoint, model):
+    env = {
+        "AWS_ENDPOINT_URL": aws_endpoint,
+        "AWS_ACCESS_KEY_ID": "races",
+        "AWS_SECRET_ACCESS_KEY": "races",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "OPENAI_BASE_URL": model.url,
+        "TURN_LEASE_SECONDS": "8",
+        "EVENT_BUS_NAME": BUS,
+        "RESUME_QUEUE_NAME": QUEUE,
+        "TABLE_NAME": "races",
+    }
+    with started_server(env) as started:
+        yield started.base
+
+
+@pytest.fixture(scope="module")
+def aws(aws_endpoint, server):
+    """The resume queue the server polls, and a queue that hears each pause's resume token."""
+    options = {"endpoint_url": aws_endpoint, "region_name": "us-east-1"}
+    sqs = boto3.client("sqs", aws_access_key_id="races", aws_secret_access_key="races", **options)
+    events = boto3.client(
+        "events", aws_access_key_id="races", aws_secret_access_key="races", **options
+    )
+    tokens = sqs.create_queue(QueueName="races-tokens")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=tokens, AttributeNames=["QueueArn"])["Attributes"]
+    events.put_rule(
+        Name="awaiting",
+        EventBusName=BUS,
+        EventPattern=json.dumps({"detail-type": ["Turn Awaiting Input"]}),
+    )
+    events.put_targets(
+        Rule="awaiting", EventBusName=BUS, Targets=[{"Id": "t", "Arn": arn["QueueArn"]}]
+    )
+    return sqs, sqs.get_queue_url(QueueName=QUEUE)["QueueUrl"], tokens
+
+
+def _paused_turn(http: httpx.Client, model) -> tuple[str, str, str, str]:
+    """(agent id, session id, turn id, call id) of a turn awaiting its client tool."""
+    agent_config = {"model": "m", "instructions": "Use tools.", "client_tools": [WEATHER_TOOL]}
+    agent_id = http.post("/v1/agents", json={"agent_config": agent_config}).json()["agent_id"]
+    session_id = http.post(f"/v1/agents/{agent_id}/session", json={"session_name": "r"}).json()[
+        "session_id"
+    ]
+    model.reply(tool_calls=[("get_weather", '{"city": "Rome"}')])
+    turn = http.post(
+        turn_url(agent_id, session_id),
+        json={"messages": [{"role": "user", "content": "Weather?"}], "stream": False},
+    ).json()
+    assert turn["output_message"]["stop_reason"] == "end_of_message", turn
+    call_id = turn["output_message"]["tool_calls"][0]["call_id"]
+    return agent_id, session_id, turn["turn_id"], call_id
+
+
+def _resume(base: str, url: str, call_id: str, stream: bool) -> int:
+    """One racer on a connection of its own: its status (a stream's, from its headers)."""
+    body = {
+        "tool_responses": [{"call_id": call_id, "tool_name": "get_weather", "content": "25C"}],
+        "stream": stream,
+    }
+    with (
+        httpx.Client(base_url=base, timeout=30) as http,
+        http.stream("POST", url, json=body) as response,
+    ):
+        response.read()
+        return response.status_code
+
+
+def _token(sqs, tokens_url: str, turn_id: str) -> str:
+    """The resume token of the turn's pause, as a tool worker would hear it."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for message in sqs.receive_message(
+            QueueUrl=tokens_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        ).get("Messages", []):
+            sqs.delete_message(QueueUrl=tokens_url, ReceiptHandle=message["ReceiptHandle"])
+            detail = json.loads(message["Body"])["detail"]
+            if detail["turn_id"] == turn_id:
+                return detail["resume_token"]
+    raise AssertionError(f"no Turn Awaiting Input event for {turn_id}")
+
+
+def _queue_resume(sqs, queue_url: str, ids: tuple[str, str, str, str], token: str) -> None:
+    agent_id, session_id, turn_id, call_id = ids
+    body = {
+        "agent_id": agent_id,
+        "session_id": session_id,
+        "turn_id": turn_id,
+        "tool_responses": [{"call_id": call_id, "tool_name": "get_weather", "content": "25C"}],
+    }
+    sqs.send_message(
+        QueueUrl=queue_url,
+        MessageBody=json.dumps(body),
+        MessageAttributes={"resume_token": {"DataType": "String", "StringValue": token}},
+    )
+
+
+def _settled(http: httpx.Client, url: str) -> dict:
+    """The turn once it has ended (the queue's resume may still be running)."""
+    deadline = time.monotonic() + 30
+    while True:
+        turn = http.get(url).json()
+        if turn.get("completed_at") or time.monotonic() > deadline:
+            return turn
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("with_queue", [False, True], ids=["http only", "queue among them"])
+def test_racing_resumes_store_one_tool_step_and_answer_one_200(server, aws, model, with_queue):
+    sqs, queue_url, tokens_url = aws
+    model.reset()
+    outcomes = []
+    with httpx.Client(base_url=server, timeout=30) as http, ThreadPoolExecutor(RACERS) as pool:
+        for _ in range(ROUNDS):
+            ids = _paused_turn(http, model)
+            agent_id, session_id, turn_id, call_id = ids
+            url = f"{turn_url(agent_id, session_id)}/{turn_id}"
+            token = _token(sqs, tokens_url, turn_id)
+            if with_queue:  # sent first: the poller picks it up while the racers run
+                _queue_resume(sqs, queue_url, ids, token)
+            racers = [
+                pool.submit(_resume, server, f"{url}/resume", call_id, stream=i % 2 == 0)
+                for i in range(RACERS)
+            ]
+            statuses = sorted(racer.result() for racer in racers)
+            turn = _settled(http, url)
+            steps = [step["step_type"] for step in turn["steps"]]
+            outcomes.append((statuses, steps))
+    for statuses, steps in outcomes:
+        assert set(statuses) <= {200, 409}, outcomes  # never a 404 or a 5xx
+        # One winner: a 200, or, with none, the queue's resume (the turn ended all the same).
+        assert statuses.count(200) == 1 or (with_queue and statuses.count(200) == 0), outcomes
+        assert steps == ["inference", "tool_execution", "inference"], outcomes
