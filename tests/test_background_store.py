@@ -3,13 +3,15 @@ and a background response's run: its token, who owns it until when, its state, c
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from agents_core.api.responses import OpenAIResponseObjectWithInput
 from agents_core.errors import InvalidRequest, NotFound
+from agents_core.services.background import StoredRunControl
 from agents_core.store import keys
-from agents_core.store.responses import RunBusy, RunGone
+from agents_core.store.responses import CancelledMeanwhile, RunBusy, RunGone
 
 from .conftest import TABLE
 
@@ -163,3 +165,47 @@ def test_a_background_response_with_store_false_is_readable_for_a_while_and_neve
     assert int(head["expires_at"]["N"]) > time.time()
     with pytest.raises(NotFound):
         store.context(TENANT, "resp_unstored")
+
+
+def test_a_runs_end_does_not_pass_a_cancel_that_landed_after_its_last_look(services):
+    store = services.responses
+    queued(store, "resp_c")
+    store.take(TENANT, "resp_c", "token-1", "a", time.time() + 60)
+    assert store.cancel(TENANT, "resp_c").status == "cancelled"  # what the canceller was told
+    with pytest.raises(CancelledMeanwhile):
+        store.save(TENANT, response("resp_c", status="completed", background=True), [], "a")
+    assert store.get(TENANT, "resp_c").status == "cancelled"
+    assert store.run(TENANT, "resp_c").owner == "a"  # nothing of that end was written
+    store.save(TENANT, response("resp_c", status="cancelled", background=True), [], "a")
+    assert store.get(TENANT, "resp_c").status == "cancelled"
+    assert store.run(TENANT, "resp_c") is None
+
+
+class CancelRightAfterLook:
+    """The response store, with a cancel landing just after each status read that missed one:
+    between a run's last look and the write of its end."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+    def status(self, tenant: str, response_id: str) -> str | None:
+        seen = self.store.status(tenant, response_id)
+        if seen != "cancelled":
+            self.store.cancel(tenant, response_id)
+        return seen
+
+
+def test_cancel_racing_a_runs_completion_leaves_the_answer_the_canceller_got(services):
+    store = services.responses
+    queued(store, "resp_race")
+    store.take(TENANT, "resp_race", "token-1", "a", time.time() + 60)
+    control = StoredRunControl(services, TENANT, "resp_race", "a", time.time() + 60)
+    control.store = CancelRightAfterLook(store)
+    ended = response("resp_race", status="completed", background=True)
+    asyncio.run(control.save(ended, [], None))
+    assert ended.status == "cancelled"  # what the run's stream ends with
+    assert store.get(TENANT, "resp_race").status == "cancelled"
+    assert store.run(TENANT, "resp_race") is None

@@ -47,10 +47,10 @@ from ..api.responses import (
     OpenAIResponseObjectWithInput,
 )
 from ..domain import ConversationAppend
-from ..errors import Unavailable
+from ..errors import Conflict, Unavailable
 from ..ids import new_id
 from ..log import logger
-from ..store.responses import RunBusy, RunGone
+from ..store.responses import CancelledMeanwhile, RunBusy, RunGone
 from . import Services
 
 TENANT_ATTRIBUTE = "tenant"
@@ -261,19 +261,37 @@ class StoredRunControl:
         from ..engine.responses import RunLost
 
         if response.status != "cancelled" and await self._cancelled_now():
-            response.status = "cancelled"  # the cancel came first: it wins
-            response.completed_at = None
+            self._cancel(response)  # the cancel came first: it wins
         try:
-            if conversation is None:
-                await asyncio.to_thread(self.store.save, self.tenant, response, context, self.owner)
-            else:
-                writes = self.store.writes(self.tenant, response, context, self.owner)
-                await asyncio.to_thread(
-                    self.conversations.append, self.tenant, conversation, writes
-                )
+            try:
+                await self._write(response, context, conversation)
+            except (CancelledMeanwhile, Conflict):
+                # The end's write refuses to pass a cancel that landed after the look above
+                # (with a conversation, that refusal reads as a Conflict: look).
+                if response.status == "cancelled" or not await self._cancelled_now():
+                    raise
+                self._cancel(response)
+                await self._write(response, context, conversation)
         except RunGone as err:
             self.lost = True
             raise RunLost(self.response_id) from err
+
+    async def _write(
+        self,
+        response: OpenAIResponseObjectWithInput,
+        context: list[dict[str, Any]],
+        conversation: ConversationAppend | None,
+    ) -> None:
+        if conversation is None:
+            await asyncio.to_thread(self.store.save, self.tenant, response, context, self.owner)
+        else:
+            writes = self.store.writes(self.tenant, response, context, self.owner)
+            await asyncio.to_thread(self.conversations.append, self.tenant, conversation, writes)
+
+    @staticmethod
+    def _cancel(response: OpenAIResponseObjectWithInput) -> None:
+        response.status = "cancelled"
+        response.completed_at = None
 
     async def _cancelled_now(self) -> bool:
         self._looked = 0.0

@@ -71,6 +71,10 @@ class RunGone(Exception):
     """This invocation no longer owns the run."""
 
 
+class CancelledMeanwhile(Exception):
+    """A cancel landed after the run last looked: its end is stored as cancelled instead."""
+
+
 class ResponseStore:
     def __init__(self, client: Any, table_name: str, unstored_seconds: int = 3600) -> None:
         self._t = Table(client, table_name)
@@ -91,6 +95,9 @@ class ResponseStore:
             self._t.client.transact_write_items(TransactItems=heads)
         except ClientError as err:
             if owner is not None and _cancelled_transaction(err):
+                reasons = err.response.get("CancellationReasons") or [{}]
+                if reasons[0].get("Code") == "ConditionalCheckFailed":
+                    raise CancelledMeanwhile(response.id) from err
                 raise RunGone(response.id) from err
             raise
 
@@ -104,7 +111,9 @@ class ResponseStore:
         """(parts to write first, the transaction's actions): a response's records, for `save`
         or for a transaction that also appends to its conversation. With `owner` (a background
         run's end): only while that invocation owns the run, whose RUN record goes. A response
-        not stored (`store: false`, kept for polling) has no CONTEXT and is in no index."""
+        not stored (`store: false`, kept for polling) has no CONTEXT and is in no index. A run's
+        end other than cancelled is stored only if no cancel landed since the run last looked
+        (the head's condition), so a cancel answered `cancelled` stays so."""
         pk = keys.response_pk(tenant, response.id)
         extra = self._head_attributes(tenant, response)
         head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, extra)
@@ -116,6 +125,12 @@ class ResponseStore:
             items.append(context_head)
             parts += context_parts
         actions = [{"Put": {"TableName": self._t.name, "Item": item}} for item in items]
+        if owner is not None and response.status != "cancelled":
+            actions[0]["Put"] |= {
+                "ConditionExpression": "#status <> :cancelled",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {":cancelled": {"S": "cancelled"}},
+            }
         if owner is not None:
             actions.append(
                 {
