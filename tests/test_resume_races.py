@@ -175,3 +175,88 @@ def test_racing_resumes_store_one_tool_step_and_answer_one_200(server, aws, mode
         # One winner: a 200, or, with none, the queue's resume (the turn ended all the same).
         assert statuses.count(200) == 1 or (with_queue and statuses.count(200) == 0), outcomes
         assert steps == ["inference", "tool_execution", "inference"], outcomes
+
+
+FUNCTION_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def _function_call(http: httpx.Client, model, **where) -> tuple[str, str]:
+    """(response id, call id) of a response that called the function tool."""
+    model.reply(tool_calls=[("get_weather", '{"city": "Rome"}')])
+    body = {"model": "m", "input": "Weather?", "tools": [FUNCTION_TOOL], **where}
+    response = http.post("/v1/responses", json=body).json()
+    call = response["output"][-1]
+    assert call["type"] == "function_call", response
+    return response["id"], call["call_id"]
+
+
+def _continue(base: str, call_id: str, stream: bool, **where) -> tuple[int, str | None]:
+    """One racer answering the call: (status, the new response's id)."""
+    output = {"type": "function_call_output", "call_id": call_id, "output": "25C"}
+    body = {"model": "m", "input": [output], "tools": [FUNCTION_TOOL], "stream": stream, **where}
+    with (
+        httpx.Client(base_url=base, timeout=30) as http,
+        http.stream("POST", "/v1/responses", json=body) as response,
+    ):
+        text = response.read().decode()
+    if response.status_code != 200:
+        return response.status_code, None
+    if not stream:
+        return 200, json.loads(text)["id"]
+    done = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")][-1]
+    return (200 if done["type"] == "response.completed" else 500), done["response"]["id"]
+
+
+def test_racing_outputs_for_one_previous_response_each_make_a_branch_of_their_own(server, model):
+    """OpenAI's responses form a tree: any number of responses may continue one response, each
+    a branch of its own, the response they continue unchanged."""
+    model.reset()
+    with httpx.Client(base_url=server, timeout=30) as http, ThreadPoolExecutor(RACERS) as pool:
+        previous_id, call_id = _function_call(http, model)
+        before = http.get(f"/v1/responses/{previous_id}").json()
+        racers = [
+            pool.submit(
+                _continue, server, call_id, stream=i % 2 == 0, previous_response_id=previous_id
+            )
+            for i in range(RACERS)
+        ]
+        outcomes = [racer.result() for racer in racers]
+        assert [status for status, _ in outcomes] == [200] * RACERS, outcomes
+        branches = {response_id for _, response_id in outcomes}
+        assert len(branches) == RACERS
+        for response_id in branches:
+            items = http.get(f"/v1/responses/{response_id}/input_items").json()["data"]
+            assert [i["type"] for i in items].count("function_call_output") == 1, items
+        assert http.get(f"/v1/responses/{previous_id}").json() == before
+    sent = [r["messages"] for r in model.requests[1:]]  # each continuation's model request
+    assert len(sent) == RACERS
+    assert all([m["role"] for m in messages].count("tool") == 1 for messages in sent)
+
+
+def test_racing_outputs_in_one_conversation_answer_the_call_once(server, model):
+    """Responses answering one call in one conversation: one lands whole, every other one is a
+    409 with nothing added (never a 404 or a 5xx), raced or late."""
+    model.reset()
+    with httpx.Client(base_url=server, timeout=30) as http, ThreadPoolExecutor(RACERS) as pool:
+        conversation = http.post("/v1/conversations", json={}).json()["id"]
+        _, call_id = _function_call(http, model, conversation=conversation)
+        items_url = f"/v1/conversations/{conversation}/items"
+        before = len(http.get(items_url, params={"limit": 100}).json()["data"])
+        racers = [
+            pool.submit(_continue, server, call_id, stream=False, conversation=conversation)
+            for _ in range(RACERS)
+        ]
+        outcomes = [racer.result() for racer in racers]
+        late = _continue(server, call_id, stream=False, conversation=conversation)
+        items = http.get(items_url, params={"limit": 100, "order": "asc"}).json()["data"]
+    statuses = sorted(status for status, _ in outcomes)
+    assert statuses == [200] + [409] * (RACERS - 1), outcomes
+    assert late[0] == 409
+    # The winner added its function_call_output and the model's answer; the losers nothing.
+    assert len(items) == before + 2, items
+    assert [i["type"] for i in items].count("function_call_output") == 1

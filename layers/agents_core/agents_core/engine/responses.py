@@ -99,7 +99,15 @@ from ..api.responses import (
     WebSearchCallSearching,
 )
 from ..domain import ConversationAppend
-from ..errors import InvalidRequest, RunFailed, TooLarge, UpstreamFailed, UpstreamTimeout, status_of
+from ..errors import (
+    Conflict,
+    InvalidRequest,
+    RunFailed,
+    TooLarge,
+    UpstreamFailed,
+    UpstreamTimeout,
+    status_of,
+)
 from ..ids import new_id
 from ..inference.router import ModelRouter
 from ..inference.types import (
@@ -982,6 +990,7 @@ class ResponsesEngine:
             guardrails,
             [{"role": m.role, "content": m.content} for m in new_input if m.content],
         )
+        _refuse_answered_again(previous, new_input)
         current = previous + new_input
         approvals = _approvals(current, items)
         _answer_forgotten_calls(current)
@@ -1413,6 +1422,16 @@ def _waiting_call(conversation: list[ChatMessage], call_id: str) -> tuple[int, C
                     position += 1
                 return position, call
     return None
+
+
+def _refuse_answered_again(stored: list[ChatMessage], new_input: list[ChatMessage]) -> None:
+    """A function call is answered once: an output for a call the conversation (or the chain of
+    responses) already answered is a 409. Two clients racing to answer it in one conversation
+    then have one winner; branches from one response each answer it once."""
+    answered = {m.tool_call_id for m in stored if m.role == "tool"}
+    again = [m.tool_call_id for m in new_input if m.role == "tool" and m.tool_call_id in answered]
+    if again:
+        raise Conflict(f"function call {again[0]} was already answered in this conversation")
 
 
 def _answer_forgotten_calls(conversation: list[ChatMessage]) -> None:
