@@ -322,7 +322,7 @@ class ConversationStore:
         self, actions: list[dict[str, Any]], conversation_id: str, cleanup: list[Any] = ()
     ) -> None:
         try:
-            self._t.client.transact_write_items(TransactItems=actions)
+            self._t.transact(actions)
         except ClientError as err:
             if err.response["Error"]["Code"] != "TransactionCanceledException":
                 raise

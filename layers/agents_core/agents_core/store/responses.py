@@ -28,7 +28,7 @@ from ..errors import InvalidRequest, NotFound
 from . import keys
 from .items import decode, encode, json_body
 from .schema import TTL_ATTRIBUTE as TTL
-from .table import Table, condition_failed, expired, key
+from .table import Table, condition_failed, expired, key, only_conflicts
 
 RUNNING = ("queued", "in_progress")
 #: What a response whose process ended before its end was written reads as.
@@ -92,9 +92,9 @@ class ResponseStore:
         if parts:
             self._t.put_all(parts)
         try:
-            self._t.client.transact_write_items(TransactItems=heads)
+            self._t.transact(heads)
         except ClientError as err:
-            if owner is not None and _cancelled_transaction(err):
+            if owner is not None and _cancelled_transaction(err) and not only_conflicts(err):
                 reasons = err.response.get("CancellationReasons") or [{}]
                 if reasons[0].get("Code") == "ConditionalCheckFailed":
                     raise CancelledMeanwhile(response.id) from err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +13,9 @@ from botocore.exceptions import ClientError
 from .items import decode
 
 BATCH = 25  # BatchWriteItem's limit
+
+#: Tries of a transaction that met another one in flight on its items (Table.transact).
+TRANSACTION_ATTEMPTS = 4
 
 _readers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
 
@@ -42,6 +46,14 @@ def expired(item: dict[str, Any]) -> bool:
 
 def condition_failed(err: ClientError) -> bool:
     return err.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+def only_conflicts(err: ClientError) -> bool:
+    """A cancelled transaction whose only reasons are TransactionConflicts."""
+    if err.response["Error"]["Code"] != "TransactionCanceledException":
+        return False
+    codes = {r.get("Code", "None") for r in err.response.get("CancellationReasons") or []}
+    return "TransactionConflict" in codes and codes <= {"TransactionConflict", "None"}
 
 
 class Table:
@@ -140,6 +152,20 @@ class Table:
                 break
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
         return items[start_index : start_index + limit], len(items) > start_index + limit
+
+    def transact(self, actions: list[dict[str, Any]]) -> None:
+        """TransactWriteItems, tried again (a few times, jittered) while DynamoDB cancels it
+        only for a TransactionConflict: another transaction was in flight on one of its items,
+        nothing was written, and its conditions were not judged, so the caller cannot yet say
+        whether it won or lost (a ConditionalCheckFailed in the reasons is judged: no retry)."""
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self.client.transact_write_items(TransactItems=actions)
+                return
+            except ClientError as err:
+                if attempt + 1 == TRANSACTION_ATTEMPTS or not only_conflicts(err):
+                    raise
+                time.sleep(random.uniform(0.01, 0.05) * 2**attempt)
 
     def put_all(self, items: list[dict[str, Any]]) -> None:
         for start in range(0, len(items), BATCH):

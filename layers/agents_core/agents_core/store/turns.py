@@ -218,8 +218,8 @@ class TurnStore:
         if step_parts:
             self._t.put_all(step_parts)
         try:
-            self._t.client.transact_write_items(
-                TransactItems=[
+            self._t.transact(
+                [
                     {
                         "Update": {
                             "TableName": self._t.name,
@@ -259,9 +259,11 @@ class TurnStore:
                 self._t.delete_all([key(lock.pk, part["SK"]["S"]) for part in step_parts])
             if err.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
-            reasons = err.response.get("CancellationReasons") or [{}]
-            session = reasons[0].get("Item")
-            if session_gone(session, agent_id):
+            # Only a judged condition says the session is gone; a transaction still meeting
+            # another in flight (a racing resume) is a 409, never a 404.
+            session = (err.response.get("CancellationReasons") or [{}])[0]
+            judged = session.get("Code") == "ConditionalCheckFailed"
+            if judged and session_gone(session.get("Item"), agent_id):
                 raise NotFound(f"Session {lock.session_id} not found") from err
             raise Conflict(f"Turn {turn_id} is not awaiting input") from err
         return lock
@@ -373,8 +375,8 @@ class TurnStore:
                 "ExpressionAttributeValues": {":t": {"S": lock.turn_id}},
             }
         try:
-            self._t.client.transact_write_items(
-                TransactItems=[
+            self._t.transact(
+                [
                     {"Put": {"TableName": self._t.name, "Item": head}},
                     {
                         "Update": {
