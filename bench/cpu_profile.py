@@ -1,0 +1,263 @@
+"""CPU per streamed turn, per streamed response and per resume of the server process, each
+function run as its run.sh runs it (`python -m uvicorn app:app` in functions/<name>), over a
+moto server and the scripted model in processes of their own (peers.py).
+
+Each figure is the server's utime + stime (and, finer, the on-CPU time of its threads from
+/proc/<pid>/task/*/schedstat) over N runs driven over one kept-alive HTTP connection, divided
+by N. `--profile DIR` also records each server with py-spy (raw collapsed stacks, one file per
+function, samples taken while a thread holds the GIL) while it is measured. `--compare DIR`
+measures another checkout (its functions/ and layers/; e.g. `git archive HEAD~1 | tar -x -C
+DIR`) in the same run, over the same peers, first.
+
+    .venv/bin/python bench/cpu_profile.py [--runs 40] [--profile /tmp/prof] [--compare /tmp/old]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
+
+from peers import free_port, moto_and_model, wait_for_port
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(utime + stime, sum of the threads' on-CPU time) of process `pid`, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = (int(fields[11]) + int(fields[12])) / TICK
+    ns = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with suppress(FileNotFoundError, ProcessLookupError):
+            ns += int((task / "schedstat").read_text().split()[0])
+    return ticks, ns / 1e9
+
+
+@contextmanager
+def function_server(root: Path, name: str, env: dict[str, str]):
+    """The function's app under uvicorn, as its run.sh starts it; yields (base URL, pid)."""
+    port = free_port()
+    env = {**env, "PYTHONPATH": str(root / "layers" / "agents_core")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)]
+        + ["--no-access-log", "--timeout-keep-alive", "300", "--log-level", "warning"],
+        cwd=root / "functions" / name,
+        env=env,
+    )
+    try:
+        wait_for_port(port, proc)
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def profiled(pid: int, out: Path | None):
+    """py-spy records process `pid` (raw collapsed stacks into `out`) while this runs."""
+    if out is None:
+        yield
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spy = subprocess.Popen(
+        [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-r", "1000"]
+        + ["-f", "raw", "--gil", "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1)
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=60)
+
+
+def streamed(http, url: str, body: dict, marker: str) -> None:
+    """POST `body`, read the stream to its end; it must hold `marker`."""
+    seen = False
+    with http.stream("POST", url, json=body) as resp:
+        resp.raise_for_status()
+        for line in resp.iter_lines():
+            seen = seen or marker in line
+    if not seen:
+        raise RuntimeError(f"{url}: no {marker} in the stream")
+
+
+class Meter:
+    """CPU of one process over what runs inside `measure()`, summed."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.ticks, self.sched = pid, 0.0, 0.0
+
+    @contextmanager
+    def measure(self):
+        before = cpu_seconds(self.pid)
+        yield
+        time.sleep(0.05)  # what the server does after the stream ends (lifecycle events)
+        after = cpu_seconds(self.pid)
+        self.ticks += after[0] - before[0]
+        self.sched += after[1] - before[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40, help="turns of one session, etc.")
+    parser.add_argument("--repeat", type=int, default=1, help="sessions of --runs turns each")
+    parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument(
+        "--compare", type=Path, default=None, help="another checkout, measured first"
+    )
+    args = parser.parse_args()
+    with moto_and_model() as (aws_endpoint, model_url):
+        for root in (args.compare, ROOT):
+            if root is not None:
+                print(f"{root}:")
+                run(args, root, aws_endpoint, model_url)
+
+
+def prepare_aws(env: dict[str, str]) -> None:
+    """The table, queues and bus the stack's template declares, created in moto."""
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT / "layers" / "agents_core"))
+    from agents_core import aws
+    from agents_core.lifecycle import ensure_event_bus
+    from agents_core.services.resume_queue import ensure_resume_queue
+    from agents_core.settings import Settings
+    from agents_core.store.schema import create_table_if_missing
+
+    settings = Settings.from_env()
+    create_table_if_missing(aws.client("dynamodb"), settings.table_name)
+    ensure_resume_queue(aws.client("sqs"), settings.resume_queue_name)
+    ensure_event_bus(aws.client("events"), settings.event_bus_name)
+
+
+def run(args: argparse.Namespace, root: Path, aws_endpoint: str, model_url: str) -> None:
+    import httpx
+
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": model_url,
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "AWS_ENDPOINT_URL": aws_endpoint,
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "TURN_LEASE_SECONDS": "60",
+    }
+    prepare_aws(env)
+    http = httpx.Client(timeout=30)
+    n = args.runs
+
+    def out(name: str) -> Path | None:
+        return args.profile / root.name / f"{name}.txt" if args.profile else None
+
+    with ExitStack() as stack:
+        servers = {
+            name: stack.enter_context(function_server(root, name, env))
+            for name in ("agents", "turns", "resume", "responses")
+        }
+        agents_url = servers["agents"][0] + "/v1/agents"
+        weather = {
+            "name": "get_weather",
+            "description": "Current weather in a city",
+            "parameters": [
+                {
+                    "name": "city",
+                    "parameter_type": "string",
+                    "description": "City",
+                    "required": True,
+                }
+            ],
+        }
+
+        def session(**extra) -> tuple[str, str]:
+            config = {"model": "bench", "instructions": "Be brief.", **extra}
+            agent = http.post(agents_url, json={"agent_config": config}).json()["agent_id"]
+            made = http.post(f"{agents_url}/{agent}/session", json={"session_name": "b"})
+            return agent, made.json()["session_id"]
+
+        turns_url, turns_pid = servers["turns"]
+
+        def turn(agent: str, session_id: str, text: str) -> None:
+            body = {"messages": [{"role": "user", "content": text}], "stream": True}
+            url = f"{turns_url}/v1/agents/{agent}/session/{session_id}/turn"
+            streamed(http, url, body, '"turn_complete"')
+
+        warm = session()
+        for i in range(5):
+            turn(*warm, f"warm {i}")
+        turns = Meter(turns_pid)
+        with profiled(turns_pid, out("turns")):
+            for _ in range(args.repeat):
+                agent, session_id = session()
+                for i in range(n):
+                    with turns.measure():
+                        turn(agent, session_id, f"question {i}")
+
+        responses_url, responses_pid = servers["responses"]
+
+        def response(text: str) -> None:
+            body = {"model": "bench", "input": text, "stream": True}
+            streamed(http, f"{responses_url}/v1/openai/v1/responses", body, "response.completed")
+
+        for i in range(5):
+            response(f"warm {i}")
+        responses = Meter(responses_pid)
+        with profiled(responses_pid, out("responses")):
+            for i in range(n * args.repeat):
+                with responses.measure():
+                    response(f"question {i}")
+
+        resume_url, resume_pid = servers["resume"]
+
+        def paused(agent: str, session_id: str) -> tuple[str, dict]:
+            http.post(
+                f"{model_url}/_replies", json={"tool_calls": [["get_weather", '{"city": "P"}']]}
+            ).raise_for_status()
+            body = {"messages": [{"role": "user", "content": "weather?"}]}
+            url = f"{turns_url}/v1/agents/{agent}/session/{session_id}/turn"
+            made = http.post(url, json=body).json()
+            call = made["output_message"]["tool_calls"][0]
+            return made["turn_id"], {
+                "call_id": call["call_id"],
+                "tool_name": "get_weather",
+                "content": "sunny",
+            }
+
+        def resume(agent: str, session_id: str, turn_id: str, result: dict) -> None:
+            url = f"{resume_url}/v1/agents/{agent}/session/{session_id}/turn/{turn_id}/resume"
+            body = {"tool_responses": [result], "stream": True}
+            streamed(http, url, body, '"turn_complete"')
+
+        tool_session = session(client_tools=[weather])
+        for _ in range(5):
+            resume(*tool_session, *paused(*tool_session))
+        resumes = Meter(resume_pid)
+        with profiled(resume_pid, out("resume")):
+            for _ in range(args.repeat):
+                tool_session = session(client_tools=[weather])
+                for _ in range(n):
+                    waiting = paused(*tool_session)
+                    with resumes.measure():
+                        resume(*tool_session, *waiting)
+
+    n *= args.repeat
+    print(f"CPU of the server process per run (ms; {n} runs each; utime+stime / schedstat)")
+    for label, meter in (
+        ("streamed turn (one session)", turns),
+        ("streamed response", responses),
+        ("resume (one session)", resumes),
+    ):
+        print(f"  {label:<30} {meter.ticks / n * 1000:6.2f}  {meter.sched / n * 1000:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

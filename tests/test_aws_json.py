@@ -1,0 +1,219 @@
+"""aws.JsonClient against a real moto server over HTTP, beside a plain botocore client on the
+same table: the same answers, the same errors, bounded retries, botocore's events."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import boto3
+import pytest
+from agents_core import aws
+from agents_core.errors import aws_unavailable
+from agents_core.store.schema import create_table_if_missing
+from botocore.exceptions import ClientError, EndpointConnectionError
+from moto.server import ThreadedMotoServer
+
+from .conftest import TABLE
+from .local_server import free_port
+
+KEY = {"PK": {"S": "p"}, "SK": {"S": "s"}}
+ITEM = {
+    **KEY,
+    "blob": {"B": b"\x00\xffbytes"},
+    "blobs": {"BS": [b"a", b"\x01"]},
+    "nested": {"M": {"B": {"S": "an attribute named B"}, "list": {"L": [{"B": b"\x02"}]}}},
+    "n": {"N": "1"},
+}
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    server = ThreadedMotoServer(port=free_port())
+    server.start()
+    yield f"http://127.0.0.1:{server._port}"
+    server.stop()
+
+
+@pytest.fixture
+def clients(endpoint, monkeypatch):
+    """(the JsonClient, a plain botocore client) on a fresh table of the moto server."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    plain = boto3.client("dynamodb", region_name="us-east-1")
+    plain.delete_table(TableName=TABLE) if TABLE in plain.list_tables()["TableNames"] else None
+    create_table_if_missing(plain, TABLE)
+    fast = aws.client("dynamodb")
+    assert isinstance(fast, aws.JsonClient)
+    return fast, plain
+
+
+def answer(resp: dict) -> dict:
+    return {k: v for k, v in resp.items() if k != "ResponseMetadata"}
+
+
+def test_items_round_trip_as_botocore_reads_and_writes_them(clients):
+    fast, plain = clients
+    fast.put_item(TableName=TABLE, Item=ITEM)
+    got = fast.get_item(TableName=TABLE, Key=KEY, ConsistentRead=True)
+    assert answer(got) == answer(plain.get_item(TableName=TABLE, Key=KEY)) == {"Item": ITEM}
+    assert got["ResponseMetadata"]["HTTPStatusCode"] == 200
+    updated = fast.update_item(
+        TableName=TABLE,
+        Key=KEY,
+        UpdateExpression="SET n = n + :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+        ReturnValues="ALL_NEW",
+    )
+    assert (
+        updated["Attributes"]["n"] == {"N": "2"} and updated["Attributes"]["blob"] == ITEM["blob"]
+    )
+    fast.batch_write_item(
+        RequestItems={
+            TABLE: [
+                {"PutRequest": {"Item": {"PK": {"S": "p"}, "SK": {"S": f"q{i}"}}}} for i in range(3)
+            ]
+        }
+    )
+    query = {
+        "TableName": TABLE,
+        "KeyConditionExpression": "PK = :p",
+        "ExpressionAttributeValues": {":p": {"S": "p"}},
+        "Limit": 2,
+    }
+    assert answer(fast.query(**query)) == answer(plain.query(**query))
+    keys = [KEY, {"PK": {"S": "p"}, "SK": {"S": "q1"}}]
+    batch = fast.batch_get_item(RequestItems={TABLE: {"Keys": keys}})
+    assert sorted(i["SK"]["S"] for i in batch["Responses"][TABLE]) == ["q1", "s"]
+    fast.delete_item(TableName=TABLE, Key=KEY)
+    assert "Item" not in fast.get_item(TableName=TABLE, Key=KEY)
+
+
+def test_a_failed_condition_is_botocores_error_with_the_old_item(clients):
+    fast, plain = clients
+    plain.put_item(TableName=TABLE, Item=ITEM)
+    failing = {
+        "TableName": TABLE,
+        "Item": ITEM,
+        "ConditionExpression": "attribute_not_exists(PK)",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    errors = []
+    for client in (fast, plain):
+        with pytest.raises(client.exceptions.ConditionalCheckFailedException) as caught:
+            client.put_item(**failing)
+        errors.append(caught.value.response)
+    assert answer(errors[0]) == answer(errors[1])
+    assert errors[0]["Item"] == ITEM and errors[0]["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+def test_a_cancelled_transaction_carries_its_reasons(clients):
+    fast, plain = clients
+    plain.put_item(TableName=TABLE, Item=ITEM)
+    actions = [
+        {"Put": {"TableName": TABLE, "Item": {"PK": {"S": "p"}, "SK": {"S": "other"}}}},
+        {
+            "Update": {
+                "TableName": TABLE,
+                "Key": KEY,
+                "UpdateExpression": "SET n = :two",
+                "ConditionExpression": "n = :two",
+                "ExpressionAttributeValues": {":two": {"N": "2"}},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
+    ]
+    reasons = []
+    for client in (fast, plain):
+        with pytest.raises(ClientError) as caught:
+            client.transact_write_items(TransactItems=actions)
+        assert caught.value.response["Error"]["Code"] == "TransactionCanceledException"
+        reasons.append(caught.value.response["CancellationReasons"])
+    assert reasons[0] == reasons[1]
+    assert reasons[0][1]["Code"] == "ConditionalCheckFailed" and reasons[0][1]["Item"] == ITEM
+    assert "Item" not in plain.get_item(
+        TableName=TABLE, Key={"PK": {"S": "p"}, "SK": {"S": "other"}}
+    )
+
+
+def test_handlers_on_botocores_events_see_every_call(clients):
+    fast, _ = clients
+    seen = []
+    events = fast.meta.events
+    events.register("before-parameter-build.dynamodb", lambda model, **_: seen.append(model.name))
+    events.register("after-call.dynamodb", lambda parsed, **_: seen.append(sorted(parsed)))
+
+    def refuse(**_):
+        raise ClientError({"Error": {"Code": "ThrottlingException"}}, "PutItem")
+
+    events.register("before-call.dynamodb.PutItem", refuse)
+    fast.get_item(TableName=TABLE, Key=KEY)
+    with pytest.raises(ClientError, match="ThrottlingException"):
+        fast.put_item(TableName=TABLE, Item=ITEM)
+    assert seen == ["GetItem", ["ResponseMetadata"], "PutItem"]
+
+
+class Refusing(BaseHTTPRequestHandler):
+    """Answers every request with `status` and `body`, counting them."""
+
+    status, body, requests = 500, b"{}", []
+
+    def do_POST(self):
+        self.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *_):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "code"),
+    [
+        (500, b"{}", "500"),
+        (
+            400,
+            b'{"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException", "message": "x"}',
+            "ThrottlingException",
+        ),
+    ],
+)
+def test_retries_are_botocores_and_bounded(monkeypatch, status, body, code):
+    Refusing.status, Refusing.body, Refusing.requests = status, body, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.setattr(aws, "_backoff", lambda attempt, throttled: 0)
+    try:
+        with pytest.raises(ClientError) as caught:
+            aws.client("dynamodb", attempts=3).transact_write_items(TransactItems=[])
+    finally:
+        server.shutdown()
+    assert caught.value.response["Error"]["Code"] == code
+    assert caught.value.response["ResponseMetadata"]["RetryAttempts"] == 2
+    assert aws_unavailable(caught.value)
+    # One idempotency token (botocore's, filled in before the first attempt) for all three.
+    assert (
+        len(Refusing.requests) == 3
+        and len({r["ClientRequestToken"] for r in Refusing.requests}) == 1
+    )
+
+
+def test_an_unreachable_endpoint_is_botocores_connection_error(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setattr(aws, "_backoff", lambda attempt, throttled: 0)
+    with pytest.raises(EndpointConnectionError) as caught:
+        aws.client("dynamodb", attempts=2).get_item(TableName=TABLE, Key=KEY)
+    assert aws_unavailable(caught.value)
+
+
+def test_eventbridge_events_are_put_through_it(endpoint, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    events = aws.client("events")
+    assert isinstance(events, aws.JsonClient)
+    entry = {"Source": "test", "DetailType": "t", "Detail": '{"a": 1}', "EventBusName": "default"}
+    assert events.put_events(Entries=[entry])["FailedEntryCount"] == 0
+    with pytest.raises(events.exceptions.ResourceNotFoundException):
+        events.describe_event_bus(Name="missing")  # botocore's own, through the wrapper
