@@ -217,3 +217,39 @@ def test_eventbridge_events_are_put_through_it(endpoint, monkeypatch):
     assert events.put_events(Entries=[entry])["FailedEntryCount"] == 0
     with pytest.raises(events.exceptions.ResourceNotFoundException):
         events.describe_event_bus(Name="missing")  # botocore's own, through the wrapper
+
+
+@pytest.mark.parametrize("token", [None, "a-session-token"])
+def test_requests_are_signed_as_botocore_signs_them(monkeypatch, token):
+    """moto does not check signatures: the signer is checked against botocore's SigV4Auth."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    credentials = Credentials("AKIDEXAMPLE", "secret/key", token)
+    body = b'{"TableName": "t"}'
+    target = {
+        "x-amz-target": "DynamoDB_20120810.GetItem",
+        "content-type": "application/x-amz-json-1.0",
+    }
+    for url, host in (
+        ("https://dynamodb.eu-west-1.amazonaws.com/", "dynamodb.eu-west-1.amazonaws.com"),
+        ("http://127.0.0.1:5000/", "127.0.0.1:5000"),
+    ):
+        theirs = AWSRequest("POST", url, data=body, headers=dict(target))
+        SigV4Auth(credentials, "dynamodb", "eu-west-1").add_auth(theirs)
+        signer = aws._Signer(credentials, host, "eu-west-1", "dynamodb")
+        ours = signer.headers(target, body, stamp=theirs.headers["X-Amz-Date"])
+        assert ours["authorization"] == theirs.headers["Authorization"]
+        assert ours.get("x-amz-security-token") == token
+
+
+def test_in_lambda_the_trace_header_goes_along(clients, monkeypatch):
+    """botocore's handlers add X-Amzn-Trace-Id to a Lambda's requests (recursion detection)."""
+    fast, _ = clients
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "TurnsFunction")
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793")
+    sent = []
+    fast.meta.events.register("before-send.dynamodb", lambda request, **_: sent.append(request))
+    fast.get_item(TableName=TABLE, Key=KEY)
+    assert sent[0].headers["X-Amzn-Trace-Id"].startswith("Root=1-5759e988")

@@ -116,9 +116,9 @@ _MAX_BACKOFF = 20
 class JsonClient:
     """A botocore client's JSON-protocol operations (`operations`) made without botocore's
     per-request machinery, which costs about 1.5 ms of CPU a call (a Lambda at 192 MB has 0.11
-    of a vCPU): the parameters as JSON, botocore's SigV4 signer, a urllib3 connection pool,
-    the answer as JSON. Everything else (other operations, `meta`, `exceptions`, paginators,
-    waiters) is the botocore client's.
+    of a vCPU): the parameters as JSON, signed (SigV4), sent over a kept-alive http.client
+    connection, the answer as JSON. Everything else (other operations, `meta`, `exceptions`,
+    paginators, waiters) is the botocore client's.
 
     It behaves as the botocore client does: the same parameter and answer shapes (bytes for
     DynamoDB's B and BS values, base64 on the wire), errors as botocore's `ClientError`
@@ -138,7 +138,6 @@ class JsonClient:
         read_timeout: float,
         attempts: int,
     ) -> None:
-        import urllib3
         from botocore import xform_name
 
         self._client = botocore_client
@@ -151,14 +150,9 @@ class JsonClient:
         self._region = meta.region_name
         self._url = meta.endpoint_url.rstrip("/") + "/"  # the operations' path, as botocore's
         self._attempts = attempts
-        self._credentials = _session().get_credentials()
-        self._pool = urllib3.connection_from_url(
-            self._url,
-            maxsize=10,
-            block=False,
-            retries=False,
-            timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=read_timeout),
-            **_tls(self._url),
+        self._connections = _Connections(self._url, read_timeout)
+        self._signer = _Signer(
+            _session().get_credentials(), self._connections.host, self._region, self._signing_name
         )
         for operation in operations:
             setattr(self, xform_name(operation), partial(self._call, operation))
@@ -173,7 +167,15 @@ class JsonClient:
         context: dict[str, Any] = {}
         events.emit(f"before-parameter-build.{event}", params=params, model=model, context=context)
         body = json.dumps(params, separators=(",", ":"), default=_blob_out).encode()
-        request = {"url": self._url, "method": "POST", "body": body, "context": context}
+        request = {
+            "url_path": "/",
+            "query_string": "",
+            "method": "POST",
+            "headers": {},  # botocore's handlers add some (X-Amzn-Trace-Id in Lambda)
+            "body": body,
+            "url": self._url,
+            "context": context,
+        }
         _, answered = events.emit_until_response(
             f"before-call.{event}",
             model=model,
@@ -184,7 +186,7 @@ class JsonClient:
         if answered is not None:
             http, parsed = answered
         else:
-            http, parsed = self._send(operation, event, body)
+            http, parsed = self._send(operation, event, body, request["headers"])
         events.emit(
             f"after-call.{event}", http_response=http, parsed=parsed, model=model, context=context
         )
@@ -193,14 +195,16 @@ class JsonClient:
             raise self._client.exceptions.from_code(code)(parsed, operation)
         return parsed
 
-    def _send(self, operation: str, event: str, body: bytes) -> tuple[Any, dict[str, Any]]:
+    def _send(
+        self, operation: str, event: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[Any, dict[str, Any]]:
         """The request, tried up to `attempts` times; (the last answer, its parsed body)."""
         from botocore.exceptions import ConnectionError, HTTPClientError
 
         for attempt in range(self._attempts):
             last = attempt + 1 == self._attempts
             try:
-                http = self._exchange(operation, event, body)
+                http = self._exchange(operation, event, body, headers)
             except (ConnectionError, HTTPClientError):
                 if last:
                     raise
@@ -216,31 +220,27 @@ class JsonClient:
             time.sleep(_backoff(attempt, throttled=throttled))
         raise AssertionError("unreachable")
 
-    def _exchange(self, operation: str, event: str, body: bytes) -> Any:
+    def _exchange(self, operation: str, event: str, body: bytes, headers: dict[str, str]) -> Any:
         """One signed request and its answer (moto's in-process mock may answer instead)."""
-        from botocore.auth import SigV4Auth
-        from botocore.awsrequest import AWSRequest, AWSResponse
+        from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HTTPHeaders
 
-        request = AWSRequest(
-            "POST",
-            self._url,
-            data=body,
-            headers={
-                "X-Amz-Target": f"{self._target}.{operation}",
-                "Content-Type": self._content_type,
-            },
+        headers = {
+            **headers,
+            **self._signer.headers(
+                {"x-amz-target": f"{self._target}.{operation}", "content-type": self._content_type},
+                body,
+            ),
+        }
+        prepared = AWSPreparedRequest(
+            "POST", self._url, HTTPHeaders.from_dict(headers), body, False
         )
-        SigV4Auth(
-            self._credentials.get_frozen_credentials(), self._signing_name, self._region
-        ).add_auth(request)
-        prepared = request.prepare()
         _, mocked = self._client.meta.events.emit_until_response(
             f"before-send.{event}", request=prepared
         )
         if mocked is not None:
             return mocked
-        raw = _urlopen(self._pool, self._url, body, dict(prepared.headers.items()))
-        return AWSResponse(self._url, raw.status, dict(raw.headers.items()), _Read(raw.data))
+        status, answer_headers, data = self._connections.post(body, headers)
+        return AWSResponse(self._url, status, answer_headers, _Read(data))
 
 
 class _Read:
@@ -253,32 +253,160 @@ class _Read:
         yield self._data
 
 
-def _urlopen(pool: Any, url: str, body: bytes, headers: dict[str, str]) -> Any:
-    """urllib3's answer, its failures raised as botocore's (which the retries and callers know)."""
-    import urllib3.exceptions as u
-    from botocore import exceptions as b
+class _Signer:
+    """AWS Signature Version 4 of a POST to `/` (JSON protocols), as botocore's SigV4Auth signs
+    it, its day's signing key kept. Credentials are read at each request (they rotate)."""
 
-    try:
-        return pool.urlopen("POST", "/", body=body, headers=headers, preload_content=True)
-    except u.NewConnectionError as err:  # before its base class, ConnectTimeoutError
-        raise b.EndpointConnectionError(endpoint_url=url, error=err) from err
-    except u.ConnectTimeoutError as err:
-        raise b.ConnectTimeoutError(endpoint_url=url, error=err) from err
-    except u.ReadTimeoutError as err:
-        raise b.ReadTimeoutError(endpoint_url=url, error=err) from err
-    except (u.ProtocolError, u.SSLError) as err:
-        raise b.ConnectionClosedError(endpoint_url=url, error=err) from err
-    except u.HTTPError as err:
-        raise b.HTTPClientError(error=err) from err
+    def __init__(self, credentials: Any, host: str, region: str, service: str) -> None:
+        self._credentials = credentials
+        self._host = host
+        self._region = region
+        self._service = service
+        self._key: tuple[tuple[str, str], bytes] | None = None
+
+    def headers(self, headers: dict[str, str], body: bytes, stamp: str = "") -> dict[str, str]:
+        """`headers` (lower-case names) with Host, X-Amz-Date, the token and Authorization;
+        `stamp`, the request's time (now unless given)."""
+        import hashlib
+        import hmac
+
+        creds = self._credentials.get_frozen_credentials()
+        stamp = stamp or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        signed = {**headers, "host": self._host, "x-amz-date": stamp}
+        if creds.token:
+            signed["x-amz-security-token"] = creds.token
+        names = sorted(signed)
+        canonical = "\n".join(
+            [
+                "POST",
+                "/",
+                "",
+                "".join(f"{name}:{signed[name].strip()}\n" for name in names),
+                ";".join(names),
+                hashlib.sha256(body).hexdigest(),
+            ]
+        )
+        scope = f"{stamp[:8]}/{self._region}/{self._service}/aws4_request"
+        to_sign = "\n".join(
+            ["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()]
+        )
+        key = self._signing_key(creds.secret_key, stamp[:8])
+        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        signed["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope},"
+            f" SignedHeaders={';'.join(names)}, Signature={signature}"
+        )
+        return signed
+
+    def _signing_key(self, secret: str, day: str) -> bytes:
+        import hashlib
+        import hmac
+
+        if self._key is None or self._key[0] != (secret, day):
+            key = f"AWS4{secret}".encode()
+            for part in (day, self._region, self._service, "aws4_request"):
+                key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+            self._key = ((secret, day), key)
+        return self._key[1]
 
 
-def _tls(url: str) -> dict[str, Any]:
-    """Certificates as botocore verifies them (its bundle, or certifi's)."""
-    if not url.startswith("https:"):
-        return {}
-    from botocore.httpsession import get_cert_path
+class _Connections:
+    """Kept-alive HTTP(S) connections to one endpoint (http.client), one per request at a time;
+    a kept connection the server closed meanwhile is replaced, once, without a retry's wait.
+    Failures are raised as botocore's exceptions, which the retries and callers know."""
 
-    return {"cert_reqs": "CERT_REQUIRED", "ca_certs": get_cert_path(True)}
+    def __init__(self, url: str, read_timeout: float) -> None:
+        import threading
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        self._url = url
+        self._tls = parts.scheme == "https"
+        self._host = parts.hostname or ""
+        self._port = parts.port or (443 if self._tls else 80)
+        self._read_timeout = read_timeout
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._context: Any = None
+
+    @property
+    def host(self) -> str:
+        """The Host header: the name, and the port unless it is the scheme's own."""
+        default = 443 if self._tls else 80
+        return self._host if self._port == default else f"{self._host}:{self._port}"
+
+    def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        import http.client
+
+        from botocore import exceptions as b
+
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is not None:
+            try:
+                return self._exchange(conn, body, headers)
+            except (http.client.HTTPException, ConnectionError):
+                conn.close()  # closed while it was kept: a new connection, below
+            except TimeoutError as err:
+                conn.close()
+                raise b.ReadTimeoutError(endpoint_url=self._url, error=err) from err
+            except OSError as err:
+                conn.close()
+                raise b.ConnectionClosedError(endpoint_url=self._url, error=err) from err
+        conn = self._connect()
+        try:
+            return self._exchange(conn, body, headers)
+        except TimeoutError as err:
+            conn.close()
+            raise b.ReadTimeoutError(endpoint_url=self._url, error=err) from err
+        except (http.client.HTTPException, OSError) as err:
+            conn.close()
+            raise b.ConnectionClosedError(endpoint_url=self._url, error=err) from err
+
+    def _exchange(
+        self, conn: Any, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        conn.request("POST", "/", body, headers)
+        response = conn.getresponse()
+        data = response.read()
+        if response.will_close:
+            conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
+        return response.status, dict(response.getheaders()), data
+
+    def _connect(self) -> Any:
+        import http.client
+        import socket
+
+        from botocore import exceptions as b
+
+        if self._tls:
+            conn = http.client.HTTPSConnection(
+                self._host, self._port, timeout=CONNECT_TIMEOUT, context=self._tls_context()
+            )
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT)
+        try:
+            conn.connect()
+        except TimeoutError as err:
+            raise b.ConnectTimeoutError(endpoint_url=self._url, error=err) from err
+        except OSError as err:
+            raise b.EndpointConnectionError(endpoint_url=self._url, error=err) from err
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        conn.sock.settimeout(self._read_timeout)
+        return conn
+
+    def _tls_context(self) -> Any:
+        """Certificates as botocore verifies them (its bundle, or certifi's)."""
+        if self._context is None:
+            import ssl
+
+            from botocore.httpsession import get_cert_path
+
+            self._context = ssl.create_default_context(cafile=get_cert_path(True))
+        return self._context
 
 
 def _backoff(attempt: int, *, throttled: bool) -> float:
