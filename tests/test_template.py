@@ -395,7 +395,7 @@ def test_every_route_needs_a_bearer_key_checked_by_the_cached_authorizer():
     identity = template()["Resources"]["AgentsApi"]["Properties"]["Auth"]["Authorizers"]
     assert identity["BearerKeys"]["Identity"]["ReauthorizeEvery"] == "!Ref AuthorizerCacheSeconds"
     assert settings["authorizerUri"]["Fn::Sub"][1]["__FunctionArn__"] == {
-        "Fn::GetAtt": ["AuthorizerFunction", "Arn"]
+        "Ref": "AuthorizerFunctionAliaslive"  # the published version: SnapStart's
     }
     routes = 0
     for path, methods in body["paths"].items():
@@ -411,6 +411,36 @@ def test_every_route_needs_a_bearer_key_checked_by_the_cached_authorizer():
     }
     permission = resources["AgentsApiBearerKeysAuthorizerPermission"]["Properties"]
     assert permission["Principal"] == "apigateway.amazonaws.com"
+
+
+def test_every_function_resumes_from_a_snapstart_snapshot_and_is_called_only_through_it():
+    """SnapStart takes its snapshot of a published version only: whatever calls $LATEST (an
+    unqualified ARN) starts cold, importing everything again."""
+    resources = sam_transform()["Resources"]
+    lambdas = {k for k, v in resources.items() if v["Type"] == "AWS::Lambda::Function"}
+    assert lambdas == set(functions(template()["Resources"]))
+    for name in lambdas:
+        assert resources[name]["Properties"]["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+    aliases = {
+        v["Properties"]["FunctionName"]["Ref"]: k
+        for k, v in resources.items()
+        if v["Type"] == "AWS::Lambda::Alias"
+    }
+    assert set(aliases) == lambdas
+    callers = [
+        v["Properties"]["FunctionName"]
+        for v in resources.values()
+        if v["Type"] in ("AWS::Lambda::EventSourceMapping", "AWS::Lambda::Permission")
+    ]
+    assert callers and all(c["Ref"] in aliases.values() for c in callers), callers
+    integrations = [
+        json.dumps(spec["x-amazon-apigateway-integration"]["uri"])
+        for methods in resources["AgentsApi"]["Properties"]["Body"]["paths"].values()
+        for spec in methods.values()
+        if "x-amazon-apigateway-integration" in spec
+    ]
+    assert integrations
+    assert all(any(f"${{{alias}}}" in uri for alias in aliases.values()) for uri in integrations)
 
 
 def test_the_stage_and_each_tenant_are_throttled_and_tenants_have_a_daily_quota():
