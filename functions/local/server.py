@@ -506,13 +506,15 @@ class _AsyncWorker:
 
 
 def _ensure_files_bucket(s3: Any, name: str) -> None:
-    """The files bucket, created if missing (a stack declares its own: template.yaml)."""
+    """The files bucket, created if missing (a stack declares its own: template.yaml); one that
+    another server created meanwhile is ours to use."""
     from botocore.exceptions import ClientError
 
     try:
         s3.head_bucket(Bucket=name)
     except ClientError:
-        s3.create_bucket(Bucket=name)
+        with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+            s3.create_bucket(Bucket=name)
 
 
 def _port() -> int:

@@ -9,6 +9,7 @@ the turn or response.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -65,8 +66,10 @@ class TurnEventPublisher:
 
 
 def ensure_event_bus(events: Any, name: str) -> None:
-    """Create the bus if missing (local runs; template.yaml declares it in AWS)."""
+    """Create the bus if missing (local runs; template.yaml declares it in AWS). A bus another
+    creator made meanwhile is the one to use."""
     try:
         events.describe_event_bus(Name=name)
     except events.exceptions.ResourceNotFoundException:
-        events.create_event_bus(Name=name)
+        with contextlib.suppress(events.exceptions.ResourceAlreadyExistsException):
+            events.create_event_bus(Name=name)

@@ -31,14 +31,24 @@ TABLE_DEFINITION: dict[str, Any] = {
 
 
 def create_table_if_missing(client: Any, table_name: str) -> bool:
-    """Create the table (and enable TTL) unless it exists; True when it was created."""
+    """Create the table (and enable TTL) unless it exists; True when this call created it. A
+    creator racing this one (two local servers started at once) is not an error: its table is
+    waited for (bounded) and used."""
     try:
         client.describe_table(TableName=table_name)
         return False
     except client.exceptions.ResourceNotFoundException:
         pass
-    client.create_table(TableName=table_name, **TABLE_DEFINITION)
-    client.get_waiter("table_exists").wait(TableName=table_name, WaiterConfig={"Delay": 1})
+    try:
+        client.create_table(TableName=table_name, **TABLE_DEFINITION)
+    except client.exceptions.ResourceInUseException:  # created meanwhile by another
+        client.get_waiter("table_exists").wait(
+            TableName=table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+        return False
+    client.get_waiter("table_exists").wait(
+        TableName=table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+    )
     client.update_time_to_live(
         TableName=table_name,
         TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
