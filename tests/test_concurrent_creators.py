@@ -20,6 +20,7 @@ from moto import mock_aws
 from .lambda_support import ROOT
 from .local_server import free_port, started_server
 
+
 class CreatedMeanwhile:
     """A client whose `check` call finds nothing, after another creator made the resource with
     `create` (the same call this client will make next)."""

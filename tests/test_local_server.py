@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import statistics
 import time
 
 import httpx
@@ -180,11 +181,11 @@ def test_a_request_on_a_kept_alive_connection_is_no_slower_than_on_a_fresh_one(s
     host, port = server[0].removeprefix("http://").split(":")
     kept = http.client.HTTPConnection(host, int(port), timeout=10)
     _round_trip_ms(kept)  # the connection is open from here on
-    kept_alive = [_round_trip_ms(kept) for _ in range(15)]
-    kept.close()
-    fresh = []
-    for _ in range(15):
+    kept_alive, fresh = [], []
+    for _ in range(30):  # interleaved: whatever else the machine does weighs on both alike
+        kept_alive.append(_round_trip_ms(kept))
         conn = http.client.HTTPConnection(host, int(port), timeout=10)
         fresh.append(_round_trip_ms(conn))  # connects, then asks
         conn.close()
-    assert min(kept_alive) <= min(fresh), (kept_alive, fresh)
+    kept.close()
+    assert statistics.median(kept_alive) <= statistics.median(fresh), (kept_alive, fresh)
