@@ -210,7 +210,11 @@ class AgentStore:
         items, has_more = self._t.page(
             {
                 "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
-                "FilterExpression": "attribute_not_exists(expires_at) OR expires_at > :now",
+                # A session being deleted is not listed: its read answers 404 already.
+                "FilterExpression": (
+                    "(attribute_not_exists(expires_at) OR expires_at > :now)"
+                    " AND attribute_not_exists(deleting)"
+                ),
                 "ExpressionAttributeValues": {
                     ":pk": {"S": keys.agent_pk(tenant, agent_id)},
                     ":s": {"S": keys.SESSION_REF_PREFIX},
@@ -224,43 +228,69 @@ class AgentStore:
         return [parse_body(Session, item) for item in items], has_more
 
     def delete_session(self, tenant: str, agent_id: str, session_id: str) -> None:
-        """Also finishes a delete that was cut short (the session is then marked deleting)."""
+        """Also finishes a delete that was cut short. The session and its entry under the agent
+        are marked deleting at once (neither read nor listed from then on), and removed at once
+        last: a delete cut short anywhere leaves the session listed and usable, or gone."""
         self.get_agent(tenant, agent_id)
         head = self._t.get(keys.session_pk(tenant, session_id), keys.SESSION)
         if head is None or head["agent_id"]["S"] != agent_id:
             raise NotFound(f"Session {session_id} not found")
-        self._mark_session_deleting(tenant, session_id)
+        self._mark_session_deleting(tenant, session_id, agent_id)
         self._remove_session_items(tenant, agent_id, session_id)
 
-    def _mark_session_deleting(self, tenant: str, session_id: str) -> bool:
-        """Mark the session deleting: no turn may start or resume. Refused (Conflict) while a
-        turn is running, which would write after the delete. True when this call marked it;
-        False when it was marked already or is gone (a delete cut short)."""
+    def _mark_session_deleting(
+        self, tenant: str, session_id: str, agent_id: str | None = None
+    ) -> bool:
+        """Mark the session deleting: no turn may start or resume; with `agent_id`, its entry
+        under the agent too, in the same transaction (it leaves the listing). Refused (Conflict)
+        while a turn is running, which would write after the delete. True when this call marked
+        it; False when it was marked already or is gone (a delete cut short)."""
+        session_key = key(keys.session_pk(tenant, session_id), keys.SESSION)
+        was = self._t.get(session_key["PK"]["S"], keys.SESSION)
+        actions: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self._t.name,
+                    "Key": session_key,
+                    "UpdateExpression": "SET deleting = :t",
+                    "ConditionExpression": (
+                        "attribute_exists(PK) AND NOT (active_state = :run AND lease_until > :now)"
+                    ),
+                    "ExpressionAttributeValues": {
+                        ":t": {"BOOL": True},
+                        ":run": {"S": RUNNING},
+                        ":now": {"N": str(int(time.time()))},
+                    },
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+        ]
+        if agent_id is not None:
+            actions.append(
+                {
+                    "Update": {
+                        "TableName": self._t.name,
+                        "Key": self._session_ref(tenant, agent_id, session_id),
+                        "UpdateExpression": "SET deleting = :t",
+                        "ExpressionAttributeValues": {":t": {"BOOL": True}},
+                    }
+                }
+            )
         try:
-            old = self._t.client.update_item(
-                TableName=self._t.name,
-                Key=key(keys.session_pk(tenant, session_id), keys.SESSION),
-                UpdateExpression="SET deleting = :t",
-                ConditionExpression=(
-                    "attribute_exists(PK) AND NOT (active_state = :run AND lease_until > :now)"
-                ),
-                ExpressionAttributeValues={
-                    ":t": {"BOOL": True},
-                    ":run": {"S": RUNNING},
-                    ":now": {"N": str(int(time.time()))},
-                },
-                ReturnValues="UPDATED_OLD",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            ).get("Attributes", {})
+            self._t.transact(actions)
         except ClientError as err:
-            if not condition_failed(err):
+            reasons = err.response.get("CancellationReasons") or [{}]
+            if reasons[0].get("Code") != "ConditionalCheckFailed":
                 raise
-            if "Item" in err.response:  # it exists, so a turn is running
+            if "Item" in reasons[0]:  # it exists, so a turn is running
                 raise Conflict(
                     f"Session {session_id} has a turn running; delete it when the turn ends"
                 ) from err
             return False
-        return "deleting" not in old
+        return was is not None and "deleting" not in was
+
+    def _session_ref(self, tenant: str, agent_id: str, session_id: str) -> dict[str, Any]:
+        return key(keys.agent_pk(tenant, agent_id), keys.session_ref_sk(session_id))
 
     def _unmark(self, item_key: dict[str, Any]) -> None:
         self._t.update_if(item_key, "REMOVE deleting", "attribute_exists(PK)", {})
@@ -279,10 +309,15 @@ class AgentStore:
         self._t.delete_all(
             [key(pk, i["SK"]["S"]) for i in children if i["SK"]["S"] != keys.SESSION]
         )
-        self._t.delete_all(
+        self._t.transact(  # both or neither: never an entry listed for a session gone
             [
-                key(pk, keys.SESSION),
-                key(keys.agent_pk(tenant, agent_id), keys.session_ref_sk(session_id)),
+                {"Delete": {"TableName": self._t.name, "Key": key(pk, keys.SESSION)}},
+                {
+                    "Delete": {
+                        "TableName": self._t.name,
+                        "Key": self._session_ref(tenant, agent_id, session_id),
+                    }
+                },
             ]
         )
 
