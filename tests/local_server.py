@@ -108,3 +108,20 @@ def local_module(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@contextmanager
+def aws_in_a_process():
+    """The local AWS (functions/local/serial_moto.py) in a process of its own, as a server
+    started with AWS_ENDPOINT_URL meets it; yields its endpoint."""
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "functions" / "local" / "serial_moto.py"), "-p", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        yield proc.stdout.readline().strip()  # printed once it listens
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -4,8 +4,6 @@ made. The unit tests put the other creator exactly between the check and the cre
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
@@ -17,8 +15,7 @@ from agents_core.services.resume_queue import ensure_resume_queue
 from agents_core.store.schema import create_table_if_missing
 from moto import mock_aws
 
-from .lambda_support import ROOT
-from .local_server import free_port, started_server
+from .local_server import aws_in_a_process, started_server
 
 
 class CreatedMeanwhile:
@@ -79,15 +76,7 @@ def test_queues_made_twice_at_once_are_one_pair(aws):
 
 
 def test_two_servers_started_at_once_on_one_endpoint_both_serve_one_table():
-    port = free_port()
-    moto = subprocess.Popen(
-        [sys.executable, str(ROOT / "functions" / "local" / "serial_moto.py"), "-p", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        endpoint = moto.stdout.readline().strip()
+    with aws_in_a_process() as endpoint:
         env = {
             "AWS_ENDPOINT_URL": endpoint,
             "AWS_ACCESS_KEY_ID": "both",
@@ -104,6 +93,3 @@ def test_two_servers_started_at_once_on_one_endpoint_both_serve_one_table():
             ).json()
             again = httpx.get(f"{second.base}/v1/agents/{agent['agent_id']}")
             assert again.status_code == 200
-    finally:
-        moto.terminate()
-        moto.wait(timeout=10)

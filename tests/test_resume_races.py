@@ -7,8 +7,6 @@ exactly one tool step."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,8 +14,7 @@ import boto3
 import httpx
 import pytest
 
-from .lambda_support import ROOT
-from .local_server import free_port, started_server
+from .local_server import aws_in_a_process, started_server
 from .turn_support import WEATHER_TOOL, turn_url
 
 ROUNDS = 20
@@ -28,17 +25,8 @@ QUEUE = "races-resume"
 
 @pytest.fixture(scope="module")
 def aws_endpoint():
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "functions" / "local" / "serial_moto.py"), "-p", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    endpoint = proc.stdout.readline().strip()  # printed once it listens
-    yield endpoint
-    proc.terminate()
-    proc.wait(timeout=10)
+    with aws_in_a_process() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(scope="module")
