@@ -56,6 +56,8 @@ bench: $(STAMP)
 	$(PY) bench/vectors.py
 	$(PY) bench/cost.py
 	$(PY) bench/stream_events.py
+	$(PY) bench/cpu_profile.py
+	$(PY) bench/lambda_share.py
 
 $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)

@@ -41,8 +41,9 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
 
 
 @contextmanager
-def function_server(root: Path, name: str, env: dict[str, str]):
-    """The function's app under uvicorn, as its run.sh starts it; yields (base URL, pid)."""
+def function_server(root: Path, name: str, env: dict[str, str], preexec_fn=None):
+    """The function's app under uvicorn, as its run.sh starts it; yields (base URL, pid).
+    `preexec_fn` runs in the child before uvicorn (lambda_share.py: joining a cgroup)."""
     port = free_port()
     env = {**env, "PYTHONPATH": str(root / "layers" / "agents_core")}
     proc = subprocess.Popen(
@@ -50,6 +51,7 @@ def function_server(root: Path, name: str, env: dict[str, str]):
         + ["--no-access-log", "--timeout-keep-alive", "300", "--log-level", "warning"],
         cwd=root / "functions" / name,
         env=env,
+        preexec_fn=preexec_fn,
     )
     try:
         wait_for_port(port, proc)
