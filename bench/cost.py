@@ -20,6 +20,7 @@ with their date and region; CPU times are this machine's (Lambda's arm64 cores m
 
     .venv/bin/python bench/cost.py [--turns 200] [--chunks 250]
     .venv/bin/python bench/cost.py --rag-only   # the file search and ingestion model alone
+    .venv/bin/python bench/cost.py --by-memory 10   # by MemorySize, measured at each share
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ WEB_ADAPTER_MB = 15  # the Lambda Web Adapter extension's memory, beside the app
 # The goal (issue 16): 1M turns of 10 s model time no dearer than AgentCore at 1 GB, 0.1 s CPU.
 AGENTCORE_REFERENCE = {"memory_gb": 1.0, "cpu_seconds": 0.1}
 MEMORY_SIZES = (128, 160, 192, 224, 256, 384, 512, 1024)
+#: `--by-memory`: the sizes measured at their CPU share (bench/lambda_share.py), and the goals.
+MEASURED_SIZES = (128, 192, 256, 384, 512, 768, 1024, 1769)
+GOAL_ADDED_MS, GOAL_INIT_S, GOAL_LAMBDA_USD = 50, 1.0, 29.0
 MODEL_SECONDS = (2.0, 10.0)
 
 # The function process: its app served as run.sh serves it, plus a recorder of DynamoDB and
@@ -319,9 +323,19 @@ def main() -> None:
     parser.add_argument("--per-session", type=int, default=10, help="turns per session")
     parser.add_argument("--chunks", type=int, default=250, help="deltas in each model reply")
     parser.add_argument("--rag-only", action="store_true", help="only the RAG cost model")
+    parser.add_argument(
+        "--by-memory",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="only the table by MemorySize, RUNS turns measured at each size's CPU share",
+    )
     args = parser.parse_args()
     if args.rag_only:
         rag_report()
+        return
+    if args.by_memory:
+        by_memory(args.by_memory)
         return
 
     import boto3
@@ -537,6 +551,42 @@ def price_lines(m: Measured, model_seconds: float, memory_mb: int) -> list[tuple
         (f"X-Ray traces ({XRAY_SAMPLED:.0%} sampled)", 1e6 * XRAY_SAMPLED * XRAY_TRACE),
         ("Data transfer out (the stream)", 1e6 * m.streamed_bytes / 1e9 * DATA_OUT_GB),
     ]
+
+
+def by_memory(runs: int) -> None:
+    """For each size: Lambda's compute for 1M streamed turns at 2 s and 10 s of model time,
+    from a turn's added latency measured at that size's CPU share, and the turns function's
+    cold init there (bench/lambda_share.py's cgroups; SnapStart takes it off the request path
+    where a restore is quicker)."""
+    import lambda_share
+
+    if not lambda_share.cgroups_writable():
+        print(f"no writable cpu cgroup at {lambda_share.CGROUPS}: --by-memory needs one")
+        return
+    print("streamed turns by MemorySize, measured at each size's CPU share (medians)")
+    print(
+        f"  {'memory':>7}{'share':>7}{'added':>10}{'first byte':>12}{'cold init':>11}"
+        f"{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}  goals"
+    )
+    with moto_and_model() as (aws_endpoint, model_url):
+        env = lambda_share.function_env(aws_endpoint, model_url)
+        for mb in MEASURED_SIZES:
+            init, figures = lambda_share.at_memory(mb, env, model_url, runs)
+            added_ms, first_ms = figures["streamed turn"]
+            usd = [
+                1e6 * ((s + added_ms / 1000) * mb / 1024 * LAMBDA_GB_SECOND + LAMBDA_REQUEST)
+                for s in MODEL_SECONDS
+            ]
+            met = [
+                ("latency", added_ms <= GOAL_ADDED_MS),
+                ("init", init <= GOAL_INIT_S),
+                ("cost", usd[-1] <= GOAL_LAMBDA_USD),
+            ]
+            goals = " ".join(f"{what} {'ok' if ok else 'no'}" for what, ok in met)
+            print(
+                f"  {mb:>4} MB{cpu_share(mb):>7.3f}{added_ms:>8.0f} ms{first_ms:>9.0f} ms"
+                f"{init:>9.1f} s{usd[0]:>13.2f}{usd[1]:>14.2f}  {goals}"
+            )
 
 
 def report(args, turns: Measured, responses: Measured, crud: Crud) -> None:

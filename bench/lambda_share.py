@@ -205,6 +205,31 @@ def streaming_figures(
     return out
 
 
+def function_env(aws_endpoint: str, model_url: str) -> dict[str, str]:
+    """The environment the functions run with here, their AWS made ready."""
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": model_url,
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "AWS_ENDPOINT_URL": aws_endpoint,
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    prepare_aws(env)
+    return env
+
+
+def at_memory(
+    memory_mb: int, env: dict[str, str], model_url: str, runs: int
+) -> tuple[float, dict[str, tuple[float, float]]]:
+    """(the turns function's cold init in seconds, the streaming figures) with every streaming
+    function at this memory's share (bench/cost.py's table by MemorySize)."""
+    with cgroup("init", share(memory_mb)) as group:
+        init = cold_init(code_dirs()["TurnsFunction"], env, group)
+    return init, streaming_figures(env, model_url, dict.fromkeys(STREAMING, share(memory_mb)), runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -216,16 +241,7 @@ def main() -> None:
     if not confine:
         print(f"no writable cpu cgroup at {CGROUPS}: figures at a full core only")
     with moto_and_model() as (aws_endpoint, model_url):
-        env = {
-            **os.environ,
-            "OPENAI_BASE_URL": model_url,
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "AWS_ENDPOINT_URL": aws_endpoint,
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
-        prepare_aws(env)
+        env = function_env(aws_endpoint, model_url)
         print("cold init (a fresh interpreter importing app.py), median seconds")
         print(f"  {'function':<22}{'memory':>8}{'share':>8}{'at share':>10}{'full core':>11}")
         for function, code in sorted(dirs.items()):
