@@ -1,16 +1,26 @@
-"""Each function as Lambda runs it, confined to the CPU its memory buys: Lambda gives a function
-CPU in proportion to its MemorySize (1,769 MB = one vCPU), so a 192 MB function has about 0.11 of
-one. A cpu cgroup (v1, /sys/fs/cgroup/cpu: cfs_quota_us = share x cfs_period_us) holds the
-function's process; AWS (serial_moto.py) and the model (tests/peers/openai_server.py) run outside
-it, in processes of their own (peers.py), as they would in AWS.
+"""Each function of template.yaml run as Lambda runs it, confined to the CPU its memory buys.
 
-Printed for each function of template.yaml, at its share and at a full core (medians):
-- cold init: a fresh interpreter importing the function's `app.py` (which builds its services),
-  as Lambda's init does; for the streaming functions, until uvicorn answers (run.sh);
-- for the streaming functions: what a streamed turn, a streamed response and a resume add to
-  the model's own time, and their time to first byte.
+Lambda gives a function CPU in proportion to its MemorySize (1,769 MB = one vCPU), so a 192 MB
+function has about 0.11 of one. A cpu cgroup holds the function's process to that share (v1 at
+/sys/fs/cgroup/cpu: cfs_quota_us = share x cfs_period_us; v2: cpu.max). AWS (a moto server) and
+the model (tests/peers/openai_server.py, which answers at once) run outside it, in processes of
+their own (peers.py), as they would in AWS.
 
-Without a writable cgroup it says so in one line and prints the full-core figures only.
+Printed, each figure at the function's share beside the same figure at a full core (medians):
+- cold init, for every function. An `app.handler` function: a fresh interpreter importing its
+  app.py (which builds its services), as the managed runtime's init does. A `run.sh` function
+  (uvicorn behind the Lambda Web Adapter): from starting uvicorn as run.sh does until it answers
+  the adapter's readiness check, GET / (to about 0.1 s). Functions sharing code and memory
+  (resume and its queue consumer) are measured once.
+- for the streaming functions (run.sh with AWS_LWA_INVOKE_MODE=response_stream): what a
+  streamed turn, a streamed Responses API response and the resume of a turn paused on a client
+  tool add to the model's own time (the wall time to the end of the stream minus a direct
+  streamed call to the model), and their time to the first byte.
+
+How to read it: the figure at the share is what a deployed function of that size would show,
+with AWS and the model as fast as here; share over full core is what the memory choice costs in
+latency. SnapStart takes cold init off the request path, not the per-request figures. Without a
+writable cgroup it says so in one line and prints the full-core figures only.
 
     .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2]
 """
@@ -27,45 +37,80 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from cost import FULL_VCPU_MB, template_memory
+from cost import cpu_share, template_memory
 from cpu_profile import function_server, prepare_aws
-from peers import moto_and_model
+from peers import moto_and_model, use_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
-CGROUPS = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000
-#: The functions served by uvicorn under the Web Adapter (run.sh), and what each is timed on.
-STREAMING = {"TurnsFunction": "turns", "ResponsesFunction": "responses", "ResumeFunction": "resume"}
+CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
+CGROUP_V2 = Path("/sys/fs/cgroup")
+#: The client tool a resumed turn pauses on (the scripted model is told to call it).
+CLIENT_TOOL = {"name": "get_weather", "description": "Current weather", "parameters": []}
 
 
-def code_dirs() -> dict[str, Path]:
-    """Each function's CodeUri folder (template.yaml)."""
-    text = (ROOT / "template.yaml").read_text()
-    found = {}
-    for block in re.split(r"\n  (?=\w+:\n    Type: )", text):
-        uri = re.search(r"\n      CodeUri: (\S+)", block)
-        if "Type: AWS::Serverless::Function" in block and uri:
-            found[block.split(":", 1)[0].strip()] = ROOT / uri.group(1)
-    return found
+def _unified_cpu() -> bool:
+    """True where the cpu controller lives in the unified (v2) hierarchy, not in v1's."""
+    controllers = CGROUP_V2 / "cgroup.controllers"
+    return (
+        not CGROUP_V1.is_dir() and controllers.exists() and "cpu" in controllers.read_text().split()
+    )
 
 
-def share(memory_mb: int) -> float:
-    return min(1.0, memory_mb / FULL_VCPU_MB)
+CGROUPS = CGROUP_V2 if _unified_cpu() else CGROUP_V1
+
+
+@dataclass(frozen=True)
+class Function:
+    """One AWS::Serverless::Function of template.yaml, as Lambda runs it."""
+
+    name: str
+    code: Path  # its CodeUri
+    memory_mb: int
+    web_adapter: bool  # Handler run.sh: uvicorn behind the Web Adapter (else app.handler)
+    streaming: bool  # ... with AWS_LWA_INVOKE_MODE response_stream
+
+    @property
+    def share(self) -> float:
+        return cpu_share(self.memory_mb)
+
+
+def template_functions() -> list[Function]:
+    """The functions of template.yaml, by name: code, memory, and how Lambda starts them."""
+    memory = template_memory()
+    found = []
+    for block in re.split(r"\n  (?=\w+:\n    Type: )", (ROOT / "template.yaml").read_text()):
+        name = block.split(":", 1)[0].strip()
+        if name not in memory:
+            continue
+        code = re.search(r"\n      CodeUri: (\S+)", block).group(1)
+        adapter = re.search(r"\n      Handler: (\S+)", block).group(1) == "run.sh"
+        mode = re.search(r"\n\s+AWS_LWA_INVOKE_MODE: (\S+)", block)
+        streaming = adapter and mode is not None and mode.group(1) == "response_stream"
+        found.append(Function(name, ROOT / code, memory[name], adapter, streaming))
+    return sorted(found, key=lambda f: f.name)
 
 
 @contextmanager
-def cgroup(name: str, cpu_share: float | None) -> Iterator[Path | None]:
+def cgroup(name: str, share: float | None) -> Iterator[Path | None]:
     """A cpu cgroup with this share of one CPU (None: no confinement); removed on exit."""
-    if cpu_share is None:
+    if share is None:
         yield None
         return
+    if CGROUPS == CGROUP_V2:  # v2 gives children the cpu controller only once enabled
+        (CGROUPS / "cgroup.subtree_control").write_text("+cpu")
     path = CGROUPS / f"serverless-agents-{name}-{os.getpid()}"
     path.mkdir()
     try:
-        (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-        (path / "cpu.cfs_quota_us").write_text(str(max(1000, int(PERIOD_US * cpu_share))))
+        quota = max(1000, int(PERIOD_US * share))
+        if CGROUPS == CGROUP_V2:
+            (path / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+        else:
+            (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (path / "cpu.cfs_quota_us").write_text(str(quota))
         yield path
     finally:
         with contextlib.suppress(OSError):
@@ -91,12 +136,18 @@ def cgroups_writable() -> bool:
         return False
 
 
-def cold_init(code: Path, env: dict[str, str], group: Path | None) -> float:
-    """Seconds for a fresh interpreter to import the function's app.py."""
+def cold_init(function: Function, env: dict[str, str], group: Path | None) -> float:
+    """Seconds from a fresh process to the function ready to serve, as Lambda's init."""
+    import httpx
+
     start = time.perf_counter()
+    if function.web_adapter:
+        with function_server(ROOT, function.code.name, env, joining(group)) as (url, _):
+            httpx.get(f"{url}/", timeout=60)  # the Web Adapter's readiness check
+            return time.perf_counter() - start
     subprocess.run(
         [sys.executable, "-c", "import app"],
-        cwd=code,
+        cwd=function.code,
         env={**env, "PYTHONPATH": str(ROOT / "layers" / "agents_core")},
         check=True,
         preexec_fn=joining(group),
@@ -127,95 +178,89 @@ def model_time(http, model_url: str, runs: int) -> float:
     return statistics.median(times)
 
 
+class Runs:
+    """The runs the benches time over HTTP; each returns (seconds to the first byte, seconds to
+    the end of the stream). `urls` maps each function's code folder (agents, turns, responses,
+    resume) to the base URL serving it: one server (`make run`'s) may stand for all four."""
+
+    def __init__(self, http, model_url: str, urls: dict[str, str]) -> None:
+        self.http, self.model_url, self.urls = http, model_url, urls
+
+    def session(self, **agent_config) -> tuple[str, str]:
+        """(agent id, session id) of a new agent's first session."""
+        agents = f"{self.urls['agents']}/v1/agents"
+        config = {"model": "bench", "instructions": "Be brief.", **agent_config}
+        agent = self.http.post(agents, json={"agent_config": config}).json()["agent_id"]
+        made = self.http.post(f"{agents}/{agent}/session", json={"session_name": "b"})
+        return agent, made.json()["session_id"]
+
+    def _turns(self, function: str, session: tuple[str, str]) -> str:
+        agent, session_id = session
+        return f"{self.urls[function]}/v1/agents/{agent}/session/{session_id}/turn"
+
+    def turn(self, session: tuple[str, str], text: str) -> tuple[float, float]:
+        body = {"messages": [{"role": "user", "content": text}], "stream": True}
+        return timed_stream(self.http, self._turns("turns", session), body, '"turn_complete"')
+
+    def response(self, text: str) -> tuple[float, float]:
+        body = {"model": "bench", "input": text, "stream": True}
+        url = f"{self.urls['responses']}/v1/responses"
+        return timed_stream(self.http, url, body, "response.completed")
+
+    def paused(self, session: tuple[str, str]) -> tuple[str, dict]:
+        """A turn (not streamed, untimed) paused on CLIENT_TOOL, which the session's agent must
+        offer: (its id, the tool's result to resume it with)."""
+        reply = {"tool_calls": [[CLIENT_TOOL["name"], "{}"]]}
+        self.http.post(f"{self.model_url}/_replies", json=reply).raise_for_status()
+        body = {"messages": [{"role": "user", "content": "weather?"}]}
+        made = self.http.post(self._turns("turns", session), json=body).json()
+        call = made["output_message"]["tool_calls"][0]
+        result = {"call_id": call["call_id"], "tool_name": CLIENT_TOOL["name"], "content": "sun"}
+        return made["turn_id"], result
+
+    def resume(self, session: tuple[str, str], paused: tuple[str, dict]) -> tuple[float, float]:
+        turn_id, result = paused
+        url = f"{self._turns('resume', session)}/{turn_id}/resume"
+        body = {"tool_responses": [result], "stream": True}
+        return timed_stream(self.http, url, body, '"turn_complete"')
+
+
 def streaming_figures(
     env: dict[str, str], model_url: str, shares: dict[str, float | None], runs: int
 ) -> dict[str, tuple[float, float]]:
-    """(added ms, time to first byte ms) of a streamed turn, response and resume, each function
-    in its cgroup (the agents function, which only sets up, at a full core)."""
+    """{run: (ms added to the model's time, ms to the first byte)}: each streaming function (by
+    code folder) in a cgroup of its share in `shares` (None: a full core); the agents function,
+    which only sets up, at a full core."""
     import httpx
 
     http = httpx.Client(timeout=60)
     model = model_time(http, model_url, runs)
     out: dict[str, tuple[float, float]] = {}
     with ExitStack() as stack:
-        servers = {"agents": stack.enter_context(function_server(ROOT, "agents", env))}
-        for function, name in STREAMING.items():
-            group = stack.enter_context(cgroup(name, shares[function]))
-            servers[name] = stack.enter_context(
-                function_server(ROOT, name, env, preexec_fn=joining(group))
-            )
-        agents = servers["agents"][0] + "/v1/agents"
-
-        def session(**extra) -> tuple[str, str]:
-            config = {"model": "bench", "instructions": "Be brief.", **extra}
-            agent = http.post(agents, json={"agent_config": config}).json()["agent_id"]
-            made = http.post(f"{agents}/{agent}/session", json={"session_name": "b"})
-            return agent, made.json()["session_id"]
-
-        def measure(kind: str, one: Callable[[int], tuple[float, float]]) -> None:
+        urls = {"agents": stack.enter_context(function_server(ROOT, "agents", env))[0]}
+        for name, share in shares.items():
+            group = stack.enter_context(cgroup(name, share))
+            urls[name] = stack.enter_context(function_server(ROOT, name, env, joining(group)))[0]
+        run = Runs(http, model_url, urls)
+        plain, tooled = run.session(), run.session(client_tools=[CLIENT_TOOL])
+        timed = {
+            "streamed turn": lambda i: run.turn(plain, f"q{i}"),
+            "streamed response": lambda i: run.response(f"q{i}"),
+            "resume": lambda i: run.resume(tooled, run.paused(tooled)),
+        }
+        for kind, one in timed.items():
             for i in range(3):
                 one(i)  # warm: each container's first requests build what they need
             taken = [one(i) for i in range(runs)]
-            ttfb = statistics.median(t[0] for t in taken)
-            out[kind] = ((statistics.median(t[1] for t in taken) - model) * 1000, ttfb * 1000)
-
-        agent, session_id = session()
-        turn_url = f"{servers['turns'][0]}/v1/agents/{agent}/session/{session_id}/turn"
-        measure(
-            "streamed turn",
-            lambda i: timed_stream(
-                http,
-                turn_url,
-                {"messages": [{"role": "user", "content": f"q{i}"}], "stream": True},
-                '"turn_complete"',
-            ),
-        )
-        responses_url = f"{servers['responses'][0]}/v1/responses"
-        measure(
-            "streamed response",
-            lambda i: timed_stream(
-                http,
-                responses_url,
-                {"model": "bench", "input": f"q{i}", "stream": True},
-                "response.completed",
-            ),
-        )
-        tool = {"name": "get_weather", "description": "Weather", "parameters": []}
-        agent, session_id = session(client_tools=[tool])
-        base = f"/v1/agents/{agent}/session/{session_id}/turn"
-
-        def resume(i: int) -> tuple[float, float]:
-            http.post(
-                f"{model_url}/_replies", json={"tool_calls": [["get_weather", "{}"]]}
-            ).raise_for_status()
-            paused = http.post(
-                f"{servers['turns'][0]}{base}",
-                json={"messages": [{"role": "user", "content": f"w{i}"}]},
-            ).json()
-            call = paused["output_message"]["tool_calls"][0]
-            result = {"call_id": call["call_id"], "tool_name": "get_weather", "content": "sun"}
-            return timed_stream(
-                http,
-                f"{servers['resume'][0]}{base}/{paused['turn_id']}/resume",
-                {"tool_responses": [result], "stream": True},
-                '"turn_complete"',
-            )
-
-        measure("resume", resume)
+            added = (statistics.median(t[1] for t in taken) - model) * 1000
+            out[kind] = (added, statistics.median(t[0] for t in taken) * 1000)
     return out
 
 
 def function_env(aws_endpoint: str, model_url: str) -> dict[str, str]:
     """The environment the functions run with here, their AWS made ready."""
-    env = {
-        **os.environ,
-        "OPENAI_BASE_URL": model_url,
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "AWS_ENDPOINT_URL": aws_endpoint,
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
+    use_in_process(aws_endpoint, model_url)
+    env = dict(os.environ)
     prepare_aws(env)
     return env
 
@@ -225,47 +270,69 @@ def at_memory(
 ) -> tuple[float, dict[str, tuple[float, float]]]:
     """(the turns function's cold init in seconds, the streaming figures) with every streaming
     function at this memory's share (bench/cost.py's table by MemorySize)."""
-    with cgroup("init", share(memory_mb)) as group:
-        init = cold_init(code_dirs()["TurnsFunction"], env, group)
-    return init, streaming_figures(env, model_url, dict.fromkeys(STREAMING, share(memory_mb)), runs)
+    streaming = [f for f in template_functions() if f.streaming]
+    turns = next(f for f in streaming if f.code.name == "turns")
+    with cgroup("init", cpu_share(memory_mb)) as group:
+        init = cold_init(turns, env, group)
+    shares = {f.code.name: cpu_share(memory_mb) for f in streaming}
+    return init, streaming_figures(env, model_url, shares, runs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=15, help="runs of each streamed kind")
     parser.add_argument("--inits", type=int, default=2, help="cold inits per function")
     args = parser.parse_args()
-    memory = template_memory()
-    dirs = code_dirs()
+    functions = template_functions()
     confine = cgroups_writable()
     if not confine:
         print(f"no writable cpu cgroup at {CGROUPS}: figures at a full core only")
     with moto_and_model() as (aws_endpoint, model_url):
         env = function_env(aws_endpoint, model_url)
-        print("cold init (a fresh interpreter importing app.py), median seconds")
-        print(f"  {'function':<22}{'memory':>8}{'share':>8}{'at share':>10}{'full core':>11}")
-        for function, code in sorted(dirs.items()):
-            full = statistics.median(cold_init(code, env, None) for _ in range(args.inits))
-            at_share = "-"
-            if confine:
-                with cgroup("init", share(memory[function])) as group:
-                    inits = [cold_init(code, env, group) for _ in range(args.inits)]
-                at_share = f"{statistics.median(inits):.2f}"
+        print(
+            f"cold init, median seconds of {args.inits} fresh processes (import: importing"
+            " app.py; uvicorn: run.sh's uvicorn until it answers GET /)"
+        )
+        print(
+            f"  {'function':<21}{'memory':>8}{'share':>7}  {'init':<8}"
+            f"{'at share':>10}{'full core':>11}{'ratio':>8}"
+        )
+        measured: dict[tuple, tuple[float | None, float, str]] = {}
+        for f in functions:
+            key = (f.code, f.web_adapter, f.memory_mb)
+            if key not in measured:
+                full = statistics.median(cold_init(f, env, None) for _ in range(args.inits))
+                at_share = None
+                if confine:
+                    with cgroup("init", f.share) as group:
+                        inits = [cold_init(f, env, group) for _ in range(args.inits)]
+                    at_share = statistics.median(inits)
+                measured[key] = (at_share, full, f.name)
+            at_share, full, first = measured[key]
+            there = "-" if at_share is None else f"{at_share:.2f}"
+            ratio = "-" if at_share is None else f"{at_share / full:.1f}x"
+            same = "" if first == f.name else f"  (as {first}: same code and memory)"
             print(
-                f"  {function:<22}{memory[function]:>6} MB{share(memory[function]):>8.3f}"
-                f"{at_share:>10}{full:>11.2f}"
+                f"  {f.name:<21}{f.memory_mb:>5} MB{f.share:>7.3f}  "
+                f"{'uvicorn' if f.web_adapter else 'import':<8}"
+                f"{there:>10}{full:>11.2f}{ratio:>8}{same}"
             )
-        full = streaming_figures(env, model_url, dict.fromkeys(STREAMING), args.runs)
-        confined = None
-        if confine:
-            shares = {f: share(memory[f]) for f in STREAMING}
-            confined = streaming_figures(env, model_url, shares, args.runs)
-        sizes = ", ".join(f"{STREAMING[f]} {memory[f]} MB" for f in STREAMING)
-        print(f"streaming functions ({sizes}): added to the model's time / time to first byte")
-        print(f"  {'':<20}{'at share':>22}{'full core':>22}")
-        for kind, (added, ttfb) in full.items():
-            there = f"{confined[kind][0]:.1f} / {confined[kind][1]:.1f} ms" if confined else "-"
-            print(f"  {kind:<20}{there:>22}{f'{added:.1f} / {ttfb:.1f} ms':>22}")
+
+        streaming = [f for f in functions if f.streaming]
+        shares = {f.code.name: f.share for f in streaming}
+        full = streaming_figures(env, model_url, dict.fromkeys(shares), args.runs)
+        confined = streaming_figures(env, model_url, shares, args.runs) if confine else None
+        sizes = ", ".join(f"{f.code.name} {f.memory_mb} MB = {f.share:.3f}" for f in streaming)
+        print(
+            f"streaming functions ({sizes} of a CPU), medians of {args.runs} runs: ms added to"
+            " the model's own time, ms to the first byte"
+        )
+        print(
+            f"  {'':<18}{'added at share':>15}{'full core':>11}{'first byte at share':>21}{'full core':>11}"
+        )
+        for kind, (added, first) in full.items():
+            at = ("-", "-") if confined is None else tuple(f"{v:.1f}" for v in confined[kind])
+            print(f"  {kind:<18}{at[0]:>15}{added:>11.1f}{at[1]:>21}{first:>11.1f}")
 
 
 if __name__ == "__main__":
