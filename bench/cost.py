@@ -213,6 +213,7 @@ class Units:
     read: float = 0.0
     events: int = 0
     written_sizes: dict[str, list[int]] = field(default_factory=dict)  # item kind: sizes
+    write_by: dict[str, float] = field(default_factory=dict)  # "operation item-kind": units
 
 
 def item_kind(item: dict) -> str:
@@ -230,7 +231,10 @@ def request_units(calls: list[tuple], final: dict[tuple, dict]) -> Units:
         return (k["PK"]["S"], k["SK"]["S"])
 
     def written(item: dict | None, size: int, factor: int) -> None:
-        out.write += factor * write_units(size) + index_units(item, size)
+        units = factor * write_units(size) + index_units(item, size)
+        out.write += units
+        where = f"{op} {item_kind(item) if item else '?'}"
+        out.write_by[where] = out.write_by.get(where, 0) + units
         if item:
             out.written_sizes.setdefault(item_kind(item), []).append(size)
 
@@ -614,6 +618,8 @@ def report(args, turns: Measured, responses: Measured, crud: Crud) -> None:
             f"  DynamoDB per {m.label}: {u.write / m.runs:.1f} WRU, {u.read / m.runs:.1f} RRU;"
             f" items written (median): {sizes}; stored +{m.stored_bytes / 1024:.1f} KB"
         )
+        by = ", ".join(f"{w} {n / m.runs:.1f}" for w, n in sorted(u.write_by.items()))
+        print(f"  write units by request and item: {by}")
         print(
             f"  logs {m.log_bytes + PLATFORM_LOG_BYTES + ACCESS_LOG_BYTES:.0f} B (the app's"
             f" {m.log_bytes:.0f}), streamed to the caller {m.streamed_bytes / 1024:.1f} KB"

@@ -4,12 +4,14 @@ finished turns never hiding a change."""
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 
 import pytest
 from agents_core.services import build_services
 from agents_core.settings import Settings
-from agents_core.store.items import MAX_ITEM_BYTES, decode, encode, item_size
+from agents_core.store.items import MAX_ITEM_BYTES, decode, encode, inline_attrs, item_size
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.reads import escaped_size
@@ -62,7 +64,8 @@ def lambda_payload_size(body: bytes) -> int:
 
 def test_a_5_mb_message_reads_back_whole_under_the_lambda_limit(api, model, dynamodb):
     agent_id, session_id = new_session(api)
-    text = "five megabytes of words " * (5 * 1024 * 1024 // 24)
+    # Random text: stored compressed, words that repeat would fit one item.
+    text = base64.b64encode(random.Random(5).randbytes(5 * 1024 * 1024 * 3 // 4)).decode()
     created = run_turn(api, model, agent_id, session_id, text, "Noted.")
 
     got = api.get(f"{turn_url(agent_id, session_id)}/{created['turn_id']}")
@@ -88,7 +91,9 @@ def test_an_answer_is_stored_once_and_read_back_in_both_places(api, model, dynam
 
     turn_items = [item for item in all_items(dynamodb) if item["SK"]["S"].startswith("TURN#")]
     (item,) = turn_items
-    assert item["body"]["S"].count("zebra-7f3") == 40  # once: in the step, not in the output
+    assert (
+        inline_attrs(item)["body"].count("zebra-7f3") == 40
+    )  # once: in the step, not in the output
     got = api.get(f"{turn_url(agent_id, session_id)}/{created['turn_id']}").json()
     assert got["output_message"] == got["steps"][-1]["model_response"] == created["output_message"]
     assert got["output_message"]["content"] == answer
@@ -274,3 +279,14 @@ def test_a_turn_past_a_buffered_lambdas_6_mb_reads_whole_from_the_streaming_turn
     assert turn["output_message"]["content"] == answer
     assert step.status_code == 200 and len(step.content) > LAMBDA_LIMIT
     assert step.json()["step"]["model_response"]["content"] == answer
+
+
+def test_long_json_attributes_are_stored_compressed_and_read_back_as_text():
+    key = {"PK": {"S": "p"}, "SK": {"S": "TURN#1"}}
+    body = json.dumps({"text": "a turn's words, said again and again " * 40})
+    (item,) = encode(key, {"body": body, "state": '{"iterations": 1}'})
+    assert "B" in item["body"] and len(item["body"]["B"]) < len(body) / 4
+    assert item["state"] == {"S": '{"iterations": 1}'}  # short: as it is
+    ((_, attrs),) = decode([item])
+    assert attrs["body"] == body and attrs["state"] == '{"iterations": 1}'
+    assert inline_attrs(item)["body"] == body

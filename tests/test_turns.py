@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -294,7 +296,7 @@ def test_a_large_tool_result_is_stored_in_parts(api, model, dynamodb):
     model.reply(tool_calls=[("get_weather", '{"city": "Lima"}')])
     paused = api.post(url, json={"messages": [user("Lima?")]}).json()
     call = paused["output_message"]["tool_calls"][0]
-    big = "x" * 900_000
+    big = base64.b64encode(random.Random(9).randbytes(675_000)).decode()  # 900 KB, random
     model.reply(text="That was a lot.")
     answer = {
         "tool_responses": [{"call_id": call["call_id"], "tool_name": "get_weather", "content": big}]

@@ -311,9 +311,13 @@ class _Signer:
 
 
 class _Connections:
-    """Kept-alive HTTP(S) connections to one endpoint (http.client), one per request at a time;
-    a kept connection the server closed meanwhile is replaced, once, without a retry's wait.
-    Failures are raised as botocore's exceptions, which the retries and callers know."""
+    """Kept-alive HTTP/1.1 connections to one endpoint, one per request at a time; a kept
+    connection the server closed meanwhile is replaced, once, without a retry's wait. Failures
+    are raised as botocore's exceptions, which the retries and callers know.
+
+    The exchange is written here over a socket rather than with http.client, whose answer
+    parsing (headers through the email package) cost more CPU than the rest of a call: these
+    endpoints answer a POST with a status line, headers and a Content-Length or chunked body."""
 
     def __init__(self, url: str, read_timeout: float) -> None:
         import threading
@@ -325,7 +329,7 @@ class _Connections:
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if self._tls else 80)
         self._read_timeout = read_timeout
-        self._idle: list[Any] = []
+        self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._context: Any = None
 
@@ -336,8 +340,6 @@ class _Connections:
         return self._host if self._port == default else f"{self._host}:{self._port}"
 
     def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-        import http.client
-
         from botocore import exceptions as b
 
         with self._lock:
@@ -345,7 +347,7 @@ class _Connections:
         if conn is not None:
             try:
                 return self._exchange(conn, body, headers)
-            except (http.client.HTTPException, ConnectionError):
+            except (_Unreadable, ConnectionError):
                 conn.close()  # closed while it was kept: a new connection, below
             except TimeoutError as err:
                 conn.close()
@@ -359,44 +361,42 @@ class _Connections:
         except TimeoutError as err:
             conn.close()
             raise b.ReadTimeoutError(endpoint_url=self._url, error=err) from err
-        except (http.client.HTTPException, OSError) as err:
+        except (_Unreadable, OSError) as err:
             conn.close()
             raise b.ConnectionClosedError(endpoint_url=self._url, error=err) from err
 
     def _exchange(
-        self, conn: Any, body: bytes, headers: dict[str, str]
+        self, conn: _Connection, body: bytes, headers: dict[str, str]
     ) -> tuple[int, dict[str, str], bytes]:
-        conn.request("POST", "/", body, headers)
-        response = conn.getresponse()
-        data = response.read()
-        if response.will_close:
-            conn.close()
-        else:
+        status, answer_headers, data, keep = conn.post(body, headers)
+        if keep:
             with self._lock:
                 self._idle.append(conn)
-        return response.status, dict(response.getheaders()), data
+        else:
+            conn.close()
+        return status, answer_headers, data
 
-    def _connect(self) -> Any:
-        import http.client
+    def _connect(self) -> _Connection:
         import socket
 
         from botocore import exceptions as b
 
-        if self._tls:
-            conn = http.client.HTTPSConnection(
-                self._host, self._port, timeout=CONNECT_TIMEOUT, context=self._tls_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT)
         try:
-            conn.connect()
+            sock = socket.create_connection((self._host, self._port), timeout=CONNECT_TIMEOUT)
         except TimeoutError as err:
             raise b.ConnectTimeoutError(endpoint_url=self._url, error=err) from err
         except OSError as err:
             raise b.EndpointConnectionError(endpoint_url=self._url, error=err) from err
-        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        conn.sock.settimeout(self._read_timeout)
-        return conn
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            if self._tls:
+                sock = self._tls_context().wrap_socket(sock, server_hostname=self._host)
+        except OSError as err:
+            sock.close()
+            raise b.EndpointConnectionError(endpoint_url=self._url, error=err) from err
+        sock.settimeout(self._read_timeout)
+        return _Connection(sock)
 
     def _tls_context(self) -> Any:
         """Certificates as botocore verifies them (its bundle, or certifi's)."""
@@ -407,6 +407,90 @@ class _Connections:
 
             self._context = ssl.create_default_context(cafile=get_cert_path(True))
         return self._context
+
+
+class _Unreadable(Exception):
+    """An answer that is not HTTP/1.x, or ends early."""
+
+
+#: Bounds on an answer: its head, a line of it, and its body (DynamoDB's largest answers,
+#: BatchGetItem and Query pages, are 16 MB and 1 MB of items).
+_MAX_LINE = 65_536
+_MAX_HEADERS = 100
+_MAX_BODY = 32 * 1024 * 1024
+
+
+class _Connection:
+    """One socket and its buffered reader: a POST written whole, its answer read."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self._reader = sock.makefile("rb")
+
+    def close(self) -> None:
+        self._reader.close()
+        self._sock.close()
+
+    def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes, bool]:
+        """(status, headers with lower-case names, body, whether the connection stays open)."""
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self._sock.sendall(
+            f"POST / HTTP/1.1\r\n{head}content-length: {len(body)}\r\n\r\n".encode() + body
+        )
+        status_line = self._line()
+        if not status_line:
+            raise ConnectionResetError("the server closed the connection")
+        version, _, rest = status_line.partition(b" ")
+        if not version.startswith(b"HTTP/1.") or not rest[:3].isdigit():
+            raise _Unreadable(f"not an HTTP/1.x status line: {status_line[:80]!r}")
+        status = int(rest[:3])
+        answer: dict[str, str] = {}
+        for _ in range(_MAX_HEADERS):
+            line = self._line()
+            if not line:
+                break
+            name, sep, value = line.decode("latin-1").partition(":")
+            if not sep:
+                raise _Unreadable(f"not a header line: {line[:80]!r}")
+            answer[name.strip().lower()] = value.strip()
+        else:
+            raise _Unreadable("too many header lines")
+        if answer.get("transfer-encoding", "").lower() == "chunked":
+            data = self._chunked()
+        else:
+            data = self._exactly(int(answer.get("content-length", "0")))
+        keep = version != b"HTTP/1.0" and answer.get("connection", "").lower() != "close"
+        return status, answer, data, keep
+
+    def _line(self) -> bytes:
+        line = self._reader.readline(_MAX_LINE)
+        if line and not line.endswith(b"\n"):
+            raise _Unreadable("a line of the answer is too long or cut short")
+        return line.rstrip(b"\r\n")
+
+    def _exactly(self, size: int) -> bytes:
+        if not 0 <= size <= _MAX_BODY:
+            raise _Unreadable(f"an answer of {size} bytes")
+        data = self._reader.read(size)
+        if len(data) != size:
+            raise _Unreadable("the answer ended early")
+        return data
+
+    def _chunked(self) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            try:
+                size = int(self._line().split(b";", 1)[0], 16)
+            except ValueError:
+                raise _Unreadable("not a chunk's size") from None
+            if size == 0:
+                while self._line():  # trailers
+                    pass
+                return b"".join(parts)
+            total += size
+            parts.append(self._exactly(size if total <= _MAX_BODY else -1))
+            self._line()
 
 
 def _backoff(attempt: int, *, throttled: bool) -> float:

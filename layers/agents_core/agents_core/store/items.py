@@ -4,6 +4,11 @@ An item whose JSON attributes would pass DynamoDB's 400 KB limit is written in p
 item (its own key, `parts` = N) and N items `{sk}#PART#{i}` holding the attributes' JSON as
 binary chunks. Parts sort right after their head, so a query returns them together.
 
+A JSON attribute of at least `PACK_CHARS` characters is stored compressed (zlib), as a binary
+value of the same name, when that is smaller: DynamoDB bills writes per kilobyte, and a turn's
+body and history, or a response's context, are JSON that compresses 3 to 10 times. Readers go
+through `decode`, which gives back the text either way.
+
 A record in parts keeps each long text once (`shared_texts` on its head): a turn's `body` and its
 `history` (the model's view of the same messages) hold the same user message and answer, and a
 5 MB message would otherwise be stored twice.
@@ -12,6 +17,7 @@ A record in parts keeps each long text once (`shared_texts` on its head): a turn
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
@@ -26,6 +32,8 @@ MAX_ITEM_BYTES = 400 * 1024 - 2048
 PART_BYTES = 350 * 1024
 #: Texts at least this long are stored once per record in parts, however often they occur.
 SHARED_TEXT_CHARS = 16 * 1024
+#: JSON attributes at least this long are stored compressed when that is smaller.
+PACK_CHARS = 256
 _SHARED, _LITERAL = "$shared", "$literal"  # markers in the parts' JSON (escaped in content)
 
 M = TypeVar("M", bound=BaseModel)
@@ -40,7 +48,8 @@ def json_body(model: BaseModel) -> str:
 
 
 def parse_body(model: type[M], item: dict[str, Any]) -> M:
-    return model.model_validate_json(item["body"]["S"])
+    body = item["body"]
+    return model.model_validate_json(body["S"] if "S" in body else zlib.decompress(body["B"]))
 
 
 def item_size(item: dict[str, Any]) -> int:
@@ -68,7 +77,7 @@ def encode(
 ) -> list[dict[str, Any]]:
     """Items for one record: `attrs` (JSON strings) inline when they fit, else in parts."""
     head = {**key, **(extra or {})}
-    inline = {**head, **{name: {"S": value} for name, value in attrs.items()}}
+    inline = {**head, **{name: _packed(value) for name, value in attrs.items()}}
     if item_size(inline) <= MAX_ITEM_BYTES:
         return [inline]
     data = json.dumps(_share(attrs)).encode()
@@ -92,13 +101,36 @@ def decode(items: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[s
         if keys.is_part(head["SK"]["S"]):
             continue  # a part whose head was filtered out of the query
         if "parts" not in head:
-            yield head, {k: v["S"] for k, v in head.items() if "S" in v and k not in ("PK", "SK")}
+            yield head, inline_attrs(head)
             continue
         count = int(head["parts"]["N"])
         chunks = [bytes(items[index + n]["chunk"]["B"]) for n in range(count)]
         index += count
         data = json.loads(b"".join(chunks))
         yield head, _unshare(data) if "shared_texts" in head else data
+
+
+def _packed(text: str) -> dict[str, Any]:
+    """An attribute's value: the JSON text, or its compressed bytes when that is smaller."""
+    if len(text) >= PACK_CHARS:
+        data = text.encode()
+        packed = zlib.compress(data, 6)
+        if len(packed) < len(data):
+            return {"B": packed}
+    return {"S": text}
+
+
+def inline_attrs(head: dict[str, Any]) -> dict[str, str]:
+    """The JSON attributes of an item not in parts: its strings, and its binary values (which
+    `encode` compressed) decompressed."""
+    attrs = {}
+    for name, value in head.items():
+        if "S" in value:
+            if name not in ("PK", "SK"):
+                attrs[name] = value["S"]
+        elif "B" in value:
+            attrs[name] = zlib.decompress(value["B"]).decode()
+    return attrs
 
 
 def _share(attrs: dict[str, str]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 from ..api.responses import OpenAIResponseError, OpenAIResponseObjectWithInput
 from ..errors import InvalidRequest, NotFound
 from . import keys
-from .items import decode, encode, json_body
+from .items import decode, encode, inline_attrs, json_body
 from .schema import TTL_ATTRIBUTE as TTL
 from .table import Table, condition_failed, expired, key, only_conflicts
 
@@ -449,7 +449,7 @@ class ResponseStore:
             if "parts" in head:  # parts carry no index keys: read them from the table
                 body = self._records_at(head["PK"]["S"], keys.RESPONSE)["body"]
             else:
-                body = head["body"]["S"]
+                body = inline_attrs(head)["body"]
             out.append(_present(head, body))
         return out, len(heads) > limit
 
