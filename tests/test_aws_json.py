@@ -253,3 +253,53 @@ def test_in_lambda_the_trace_header_goes_along(clients, monkeypatch):
     fast.meta.events.register("before-send.dynamodb", lambda request, **_: sent.append(request))
     fast.get_item(TableName=TABLE, Key=KEY)
     assert sent[0].headers["X-Amzn-Trace-Id"].startswith("Root=1-5759e988")
+
+
+class KeptThenClosed(BaseHTTPRequestHandler):
+    """HTTP/1.1: answers in chunks, keeps the connection, and closes it without a word after
+    `serve` answers on it (a server dropping an idle connection)."""
+
+    protocol_version = "HTTP/1.1"
+    serve = 2
+    connections: list[int] = []
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        served = getattr(self, "served", 0) + 1
+        self.served = served
+        if served == 1:
+            KeptThenClosed.connections.append(1)
+        body = json.dumps({"Item": ITEM_JSON, "served": served}).encode()
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for part in (body[:10], body[10:]):
+            self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        if served >= self.serve:
+            self.close_connection = True
+
+    def log_message(self, *_):
+        pass
+
+
+ITEM_JSON = {"PK": {"S": "p"}, "blob": {"B": "AP8="}}
+
+
+def test_chunked_answers_kept_connections_and_a_dropped_one_are_read_as_botocore_would(
+    monkeypatch,
+):
+    KeptThenClosed.connections = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeptThenClosed)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.setattr(aws, "_backoff", lambda attempt, throttled: 0)
+    client = aws.client("dynamodb", attempts=1)  # no retries: a replaced connection is not one
+    try:
+        answers = [client.get_item(TableName=TABLE, Key=KEY) for _ in range(5)]
+    finally:
+        server.shutdown()
+    assert all(a["Item"] == {"PK": {"S": "p"}, "blob": {"B": b"\x00\xff"}} for a in answers)
+    assert [a["served"] for a in answers] == [1, 2, 1, 2, 1]  # two answers per connection
+    assert len(KeptThenClosed.connections) == 3

@@ -3,9 +3,10 @@ in the table as it is sent, and a client that lost its connection follows the st
 the last event it had, on to the live run's end.
 
 The producer records through a `StreamRecorder`: `add` only buffers (the stream is never slowed
-by a write); a background task writes the buffer once it is `STREAM_FLUSH_SECONDS` old (the
-first frame at once, so a stream is rejoinable from its start), or sooner when it nears an
-item's size, so a stream costs a few writes a second, not one per delta. A follower (`follow`)
+by a write); a background task writes the buffer once it is `STREAM_FLUSH_SECONDS` old, or
+sooner when it nears an item's size, so a stream costs a few writes a second, not one per
+delta, and a run shorter than the interval one write in all (with its end mark). A follower
+that comes before the first write waits for it, as for any later frame. A follower (`follow`)
 in any Lambda polls the table every `STREAM_POLL_SECONDS` for frames after the last it yielded
 until it reads the end mark; while nothing new comes it asks the caller's `alive()` every
 `STREAM_ALIVE_CHECK_SECONDS`, and it stops after `STREAM_FOLLOW_MAX_SECONDS` in any case.
@@ -164,7 +165,6 @@ class StreamRecorder:
         self._buffer: list[Frame] = []
         self._chars = 0
         self._oldest = 0.0
-        self._first = True  # the first frame is written at once
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closing = False
@@ -181,8 +181,7 @@ class StreamRecorder:
             self._wake.set()
         self._buffer.append(frame)
         self._chars += len(frame.data)
-        if self._chars >= _FLUSH_CHARS or self._first:
-            self._first = False
+        if self._chars >= _FLUSH_CHARS:
             self._wake.set()
             self._oldest = -self._flush_seconds  # due now
         if self._task is None:
