@@ -262,7 +262,15 @@ def request_units(calls: list[tuple], final: dict[tuple, dict]) -> Units:
             out.read += read_units(total, consistent)
         elif op == "PutItem":
             written(params["Item"], item_size(params["Item"]), 1)
-        elif op in ("UpdateItem", "DeleteItem"):
+        elif op == "UpdateItem":
+            # The item after the update, as large as before plus what it sets at most (the
+            # table's final state may have lost it since: a lock's running turn, say).
+            before = parsed.get("Attributes")
+            values = params.get("ExpressionAttributeValues", {}).values()
+            after = item_size(before) + sum(value_size(v) for v in values)
+            item = final.get(key(params["Key"]), before)
+            written(item, max(after, item_size(item)), 1)
+        elif op == "DeleteItem":
             updated(params["Key"], parsed.get("Attributes"), 1)
         elif op == "BatchWriteItem":
             for requests in params["RequestItems"].values():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ from agents_core.settings import Settings
 from agents_core.store import keys
 from agents_core.store.items import item_size
 from agents_core.store.schema import TTL_ATTRIBUTE
-from agents_core.store.stream_events import StreamEventStore
+from agents_core.store.stream_events import StreamEventStore, _pack, _unpack
 from agents_core.store.table import Table, key
 
 from .conftest import TABLE, agent_config
@@ -644,3 +645,44 @@ def test_another_tenants_response_or_turn_stream_is_a_404(server, model):
         turn_id = json.loads(events[0]["data"])["event"]["payload"]["turn_id"]
         assert http.get(f"{turn}/{turn_id}/stream", headers=mine).status_code == 200
         assert http.get(f"{turn}/{turn_id}/stream", headers=theirs).status_code == 404
+
+
+def test_packed_frames_read_back_exactly_whatever_their_text_and_numbers():
+    rnd = random.Random(7)
+    alphabet = 'ab"\\\u00e9\U0001f600 x\n{}:,0123456789'
+
+    def text(n: int) -> str:
+        return "".join(rnd.choice(alphabet) for _ in range(n))
+
+    for _ in range(500):
+        seq, frames = rnd.randint(0, 5), []
+        for _ in range(rnd.randint(1, 30)):
+            seq += rnd.choice([1, 1, 2])
+            number = seq if rnd.random() < 0.8 else seq + 1  # its own, or another's
+            data = rnd.choice(
+                [
+                    json.dumps({"type": "d", "sequence_number": number, "delta": text(4)}),
+                    text(rnd.randint(0, 20)),
+                    f'"sequence_number":{seq} "sequence_number":{seq}{text(3)}',
+                    "",
+                ]
+            )
+            frames.append(Frame(seq, rnd.choice([None, "a", "b", ""]), data))
+        assert _unpack(_pack(frames)) == frames
+
+
+def test_a_streamed_answers_deltas_pack_into_a_fraction_of_a_write_unit():
+    words = " ".join(random.Random(2).choice(["agents", "run", "on", "lambda"]) for _ in range(250))
+    deltas = [words[i : i + 4] for i in range(0, 1000, 4)]
+    compact = {"separators": (",", ":")}  # as pydantic writes them
+    turn = [
+        Frame(n, None, json.dumps({"event": {"payload": {"step_id": "s-1", "text": d}}}, **compact))
+        for n, d in enumerate(deltas)
+    ]
+    response = [
+        Frame(n, "response.delta", json.dumps({"sequence_number": n, "delta": d}, **compact))
+        for n, d in enumerate(deltas)
+    ]
+    for frames in (turn, response):
+        raw = sum(len(f.data) for f in frames)
+        assert len(_pack(frames)) < min(1024, raw / 10)

@@ -3,8 +3,9 @@
 A stream lives in the partition of what it belongs to (a response's, or its turn's session's),
 under sort keys `EVENT#...` (see `keys.event_sk`): deleting the response or the session deletes
 its events, and no response, session or turn read reaches them. Each item is one write of the
-recorder, holding the frames from its first sequence number on (`frames`, the JSON list of
-[seq, event, data] compressed with zlib; `last_seq`, the highest). A frame too large for an
+recorder, holding the frames from its first sequence number on (`frames`: each frame told by
+what differs from the one before, as JSON compressed with zlib, see `_pack`; `last_seq`, the
+highest). A frame too large for an
 item is stored as binary parts `{event_sk}#{n:04d}`, each naming the count (`parts`); the end
 of the stream is `final` on the last item written, or an item of its own at `{prefix}~`. Every
 item expires (`expires_at`) with the stream's retention.
@@ -255,13 +256,103 @@ class StreamEventStore:
         )
 
 
+#: zlib's preset dictionary for packed frames (first byte `_DICTIONARY_V1`): the envelopes the
+#: Responses API's and the Agents API's events repeat, so that a short run's single item, whose
+#: first event zlib would otherwise spell out in full, stays within one write unit. Never edit
+#: it: stored items are read with it; a new dictionary takes a new first byte.
+_ENVELOPES = (
+    '{"event":{"payload":{"event_type":"turn_complete","turn":{"turn_id":"","session_id":"",'
+    '"input_messages":[{"role":"user","content":"","context":null}],"steps":[{"turn_id":"",'
+    '"step_id":"","started_at":"","completed_at":"","step_type":"inference","model_response":'
+    '{"role":"assistant","content":"","stop_reason":"end_of_turn","tool_calls":[]}}],'
+    '"output_message":{"role":"assistant","content":"","stop_reason":"end_of_turn",'
+    '"tool_calls":[]},"output_attachments":[],"started_at":"","completed_at":""}}}}'
+    '{"event":{"payload":{"event_type":"step_complete","step_type":"inference","step_id":"",'
+    '"step_details":{"turn_id":"","step_id":"","started_at":"","completed_at":"",'
+    '"step_type":"inference","model_response":{"role":"assistant","content":"",'
+    '"stop_reason":"end_of_turn","tool_calls":[]}}}}}'
+    '{"event":{"payload":{"event_type":"turn_start","turn_id":""}}}'
+    '{"event":{"payload":{"event_type":"step_start","step_type":"inference","step_id":"",'
+    '"metadata":{}}}}'
+    '{"event":{"payload":{"event_type":"step_progress","step_type":"inference","step_id":"",'
+    '"delta":{"type":"text","text":""}}}}'
+    '{"sequence_number":\x00,"type":"response.created","response":{"created_at":,'
+    '"completed_at":null,"error":null,"id":"resp_","model":"","object":"response","output":[],'
+    '"parallel_tool_calls":true,"previous_response_id":null,"status":"in_progress",'
+    '"temperature":1.0,"text":{"format":{"type":"text","name":null,"schema":null,'
+    '"description":null,"strict":null}},"top_p":1.0,"presence_penalty":0.0,'
+    '"frequency_penalty":0.0,"top_logprobs":0,"truncation":"disabled","user":null,'
+    '"instructions":null,"incomplete_details":null,"usage":{"input_tokens":,"output_tokens":,'
+    '"total_tokens":,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},'
+    '"output_tokens_details":{"reasoning_tokens":0}},"tools":[],"tool_choice":"auto",'
+    '"reasoning":null,"max_output_tokens":null,"max_tool_calls":null,"store":true,'
+    '"background":false,"service_tier":"default","metadata":{},"safety_identifier":null,'
+    '"prompt_cache_key":null,"conversation":null}}'
+    '{"sequence_number":\x00,"type":"response.output_item.added","response_id":"resp_",'
+    '"item":{"content":[],"role":"assistant","type":"message","id":"msg_",'
+    '"status":"in_progress"},"output_index":0}'
+    '{"sequence_number":\x00,"type":"response.content_part.added","item_id":"msg_",'
+    '"output_index":0,"content_index":0,"part":{"text":"","type":"output_text",'
+    '"annotations":[],"logprobs":[]}}'
+    '{"sequence_number":\x00,"type":"response.output_text.delta","item_id":"msg_",'
+    '"output_index":0,"content_index":0,"delta":"","logprobs":[]}'
+)
+#: As the envelopes appear in the packed JSON: inside its strings, escaped.
+_DICTIONARY = json.dumps(_ENVELOPES)[1:-1].encode()
+_DICTIONARY_V1 = b"\x01"
+
+#: In a packed frame's data, where its own sequence number stood (a raw NUL never occurs in
+#: JSON text, which must escape control characters).
+_SEQ_MARK = "\x00"
+#: How the Responses API's events repeat their frame's sequence number.
+_SEQ_FIELD = '"sequence_number":'
+
+
 def _pack(frames: list[Frame]) -> bytes:
-    """Frames as one compressed attribute: deltas repeat their envelope, so a flush's item is a
-    fraction of its text (DynamoDB bills writes by the kilobyte), and one binary attribute costs
-    the writer little to serialize (the write runs beside the live stream)."""
-    text = json.dumps([[f.seq, f.event, f.data] for f in frames], ensure_ascii=False)
-    return zlib.compress(text.encode(), 1)
+    """Frames as one compressed attribute, each told by what differs from the frame before it:
+    a delta repeats its envelope and differs in a few characters of text (DynamoDB bills writes
+    by the kilobyte). Each frame is [seq step, event (0: the one before's), length of the prefix
+    and of the suffix it shares with the one before's data, the rest, marked]; a Responses
+    event's `sequence_number`, its frame's seq, is marked so it does not break the shared
+    prefix. Plain string work, cheap beside the live stream it runs next to."""
+    packed: list[list[Any]] = []
+    seq, event, before = -1, None, ""
+    for frame in frames:
+        data = frame.data
+        number = f"{_SEQ_FIELD}{frame.seq}"
+        marked = _SEQ_MARK not in data and number in data
+        if marked:
+            data = data.replace(number, _SEQ_FIELD + _SEQ_MARK, 1)
+        limit = min(len(data), len(before))
+        prefix = 0
+        while prefix < limit and data[prefix] == before[prefix]:
+            prefix += 1
+        suffix = 0
+        while suffix < limit - prefix and data[-1 - suffix] == before[-1 - suffix]:
+            suffix += 1
+        named = 0 if frame.event == event and packed else frame.event
+        rest = data[prefix : len(data) - suffix]
+        packed.append([frame.seq - seq, named, prefix, suffix, rest, int(marked)])
+        seq, event, before = frame.seq, frame.event, data
+    text = json.dumps({"v": 2, "frames": packed}, ensure_ascii=False, separators=(",", ":"))
+    compressor = zlib.compressobj(6, zdict=_DICTIONARY)
+    return _DICTIONARY_V1 + compressor.compress(text.encode()) + compressor.flush()
 
 
 def _unpack(blob: bytes) -> list[Frame]:
-    return [Frame(seq, event, data) for seq, event, data in json.loads(zlib.decompress(blob))]
+    if blob[:1] == _DICTIONARY_V1:
+        decompressor = zlib.decompressobj(zdict=_DICTIONARY)
+        packed = json.loads(decompressor.decompress(blob[1:]) + decompressor.flush())
+    else:  # written before the dictionary (a zlib stream's first byte is 0x78)
+        packed = json.loads(zlib.decompress(blob))
+    if isinstance(packed, list):  # written before frames were told by their differences
+        return [Frame(seq, event, data) for seq, event, data in packed]
+    frames = []
+    seq, event, before = -1, None, ""
+    for step, named, prefix, suffix, rest, marked in packed["frames"]:
+        seq += step
+        event = event if named == 0 else named
+        data = before[:prefix] + rest + (before[len(before) - suffix :] if suffix else "")
+        before = data
+        frames.append(Frame(seq, event, data.replace(_SEQ_MARK, str(seq), 1) if marked else data))
+    return frames
