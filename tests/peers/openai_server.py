@@ -110,14 +110,23 @@ class ScriptedOpenAI(LocalPeer):
             handler.end_headers()
             handler.wfile.write(payload.encode())
             return
+        # As OpenAI's API and vLLM answer: chunked, the connection kept for the next request.
+        # A reply scripted to break ends by closing the connection, as a broken server would.
+        kept = reply.error not in ("hang", "malformed", "truncated")
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Connection", "close")
+        if kept:
+            handler.send_header("Transfer-Encoding", "chunked")
+        else:
+            handler.send_header("Connection", "close")
+            handler.close_connection = True
         handler.end_headers()
-        handler.close_connection = True
 
         def send(data: str) -> None:
-            handler.wfile.write(f"data: {data}\n\n".encode())
+            event = f"data: {data}\n\n".encode()
+            if kept:
+                event = f"{len(event):x}\r\n".encode() + event + b"\r\n"
+            handler.wfile.write(event)
             handler.wfile.flush()
 
         model = body.get("model", "m")
@@ -159,6 +168,8 @@ class ScriptedOpenAI(LocalPeer):
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         send(json.dumps({**base, "choices": [], "usage": usage}))
         send("[DONE]")
+        handler.wfile.write(b"0\r\n\r\n")
+        handler.wfile.flush()
 
 
 def main() -> None:
