@@ -4,7 +4,8 @@ moto 5.2.5 runs a TransactWriteItems on the live table and, when a condition fai
 copy of the table taken before it began: a write another request made in between is lost. These
 tests pin the interleaving down (the transaction waits, right after its copy, until the test lets
 it go on), show the loss on moto's own server, and show that functions/local/serial_moto.py,
-which every local run uses, keeps the write.
+which every local run uses, keeps the write (it runs transactions one at a time, judging every
+condition before it writes, so it needs no copy).
 """
 
 from __future__ import annotations
@@ -46,6 +47,27 @@ def paused_after_copy():
     finally:
         go.set()
         dynamodb_models.copy = __import__("copy")
+
+
+@contextmanager
+def paused_in_transaction():
+    """serial_moto judges a transaction's conditions before writing, with no table copy: the
+    first item it reads waits for `go` (bounded)."""
+    started, go = threading.Event(), threading.Event()
+    real_get_item = dynamodb_models.DynamoDBBackend.get_item
+
+    def get_item(backend, *args, **kwargs):
+        if not started.is_set():
+            started.set()
+            go.wait(timeout=10)
+        return real_get_item(backend, *args, **kwargs)
+
+    dynamodb_models.DynamoDBBackend.get_item = get_item
+    try:
+        yield started, go
+    finally:
+        go.set()
+        dynamodb_models.DynamoDBBackend.get_item = real_get_item
 
 
 def _client(endpoint: str):
@@ -110,7 +132,7 @@ def test_moto_alone_loses_a_write_made_while_a_failing_transaction_runs(moto_ser
 def test_serial_moto_applies_a_write_after_a_failing_transaction_not_inside_it(serial_server):
     client = _client(serial_server)
     create_table_if_missing(client, TABLE)
-    with paused_after_copy() as (copied, go), ThreadPoolExecutor() as background:
+    with paused_in_transaction() as (copied, go), ThreadPoolExecutor() as background:
         transaction = background.submit(_failing_transaction, client)
         assert copied.wait(timeout=10)
         writer = background.submit(_other_write, _client(serial_server))
@@ -129,10 +151,63 @@ def test_serial_moto_serves_other_services_while_dynamodb_is_busy(serial_server)
     create_table_if_missing(client, TABLE)
     sqs = boto3.client("sqs", endpoint_url=serial_server, region_name="us-east-1")
     url = sqs.create_queue(QueueName="q")["QueueUrl"]
-    with paused_after_copy() as (copied, go), ThreadPoolExecutor() as background:
+    with paused_in_transaction() as (copied, go), ThreadPoolExecutor() as background:
         transaction = background.submit(_failing_transaction, client)
         assert copied.wait(timeout=10)
         sqs.send_message(QueueUrl=url, MessageBody="m")  # answered while the lock is held
         assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "m"
         go.set()
         transaction.result(timeout=10)
+
+
+def _put(pk: str, sk: str, **extra) -> dict:
+    return {"Put": {"TableName": TABLE, "Item": {"PK": {"S": pk}, "SK": {"S": sk}}, **extra}}
+
+
+def test_serial_moto_judges_every_condition_before_writing_and_names_the_failed_one(
+    serial_server,
+):
+    client = _client(serial_server)
+    create_table_if_missing(client, TABLE)
+    client.put_item(TableName=TABLE, Item={"PK": {"S": "c"}, "SK": {"S": "taken"}, "n": {"N": "1"}})
+    with pytest.raises(ClientError) as caught:
+        client.transact_write_items(
+            TransactItems=[
+                _put("c", "new"),
+                _put(
+                    "c",
+                    "taken",
+                    ConditionExpression="attribute_not_exists(PK)",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ),
+            ]
+        )
+    reasons = caught.value.response["CancellationReasons"]
+    assert [r["Code"] for r in reasons] == ["None", "ConditionalCheckFailed"]
+    assert reasons[1]["Item"]["n"] == {"N": "1"}
+    assert not _stored(client, "c", "new")  # the first action, whose condition held, waited
+    client.transact_write_items(TransactItems=[_put("c", "new"), _put("c", "other")])
+    assert _stored(client, "c", "new") and _stored(client, "c", "other")
+
+
+def test_serial_moto_puts_back_what_a_transaction_wrote_before_a_write_failed(serial_server):
+    client = _client(serial_server)
+    create_table_if_missing(client, TABLE)
+    client.put_item(TableName=TABLE, Item={"PK": {"S": "d"}, "SK": {"S": "kept"}, "n": {"N": "1"}})
+    with pytest.raises(ClientError):
+        client.transact_write_items(
+            TransactItems=[
+                _put("d", "written"),
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": {"PK": {"S": "d"}, "SK": {"S": "kept"}},
+                        "UpdateExpression": "SET n = n + :one",  # a string plus a number
+                        "ExpressionAttributeValues": {":one": {"S": "x"}},
+                    }
+                },
+            ]
+        )
+    assert not _stored(client, "d", "written")
+    kept = client.get_item(TableName=TABLE, Key={"PK": {"S": "d"}, "SK": {"S": "kept"}})
+    assert kept["Item"]["n"] == {"N": "1"}

@@ -11,6 +11,13 @@ shows it on moto alone). DynamoDB applies each request atomically and in some or
 requests one at a time gives moto exactly that. Other services' requests (SQS long polls among
 them) go through as moto serves them.
 
+Taken one at a time, a transaction needs no copy of the tables to roll back, and moto's copy
+(of every table it touches, once per action) made each TransactWriteItems cost time in
+proportion to the table: 9 ms on a small table, 14 ms after a hundred turns. So this server
+runs them as DynamoDB describes them: every condition is judged against the items as they were
+before the transaction, and the writes are made only if all hold; were a write to fail, the
+items written before it are put back (`_transact_write_items`).
+
     python functions/local/serial_moto.py -p 5000     # as `moto_server -p 5000`, in a process
 """
 
@@ -27,24 +34,133 @@ _DYNAMODB_TARGET = "HTTP_X_AMZ_TARGET"
 _DYNAMODB_PREFIX = "DynamoDB_"
 
 
+#: Set in the thread serving a DynamoDB request under the lock: only there are transactions run
+#: without moto's table copies (another moto in the same process keeps moto's own way).
+_serial = threading.local()
+
+
 class OneDynamoDBRequestAtATime:
     """WSGI middleware: a DynamoDB request holds a lock from its start until its body is read."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self.app = app
         self.lock = threading.Lock()
+        _install_transactions()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if not environ.get(_DYNAMODB_TARGET, "").startswith(_DYNAMODB_PREFIX):
             return self.app(environ, start_response)
         with self.lock:
-            body = self.app(environ, start_response)
+            _serial.active = True
             try:
-                return [b"".join(body)]
+                body = self.app(environ, start_response)
+                try:
+                    return [b"".join(body)]
+                finally:
+                    close = getattr(body, "close", None)
+                    if close is not None:
+                        close()
             finally:
-                close = getattr(body, "close", None)
-                if close is not None:
-                    close()
+                _serial.active = False
+
+
+def _install_transactions() -> None:
+    """DynamoDBBackend.transact_write_items, in a thread of this server, as
+    `_transact_write_items`; moto's own elsewhere. Installed once per process."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    own = DynamoDBBackend.transact_write_items
+    if getattr(own, "serial", False):
+        return
+
+    def transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
+        if getattr(_serial, "active", False):
+            return _transact_write_items(backend, transact_items)
+        return own(backend, transact_items)
+
+    transact_write_items.serial = True  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = transact_write_items
+
+
+def _transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
+    """A TransactWriteItems against items nobody else changes meanwhile (the lock): conditions
+    first, against the items as they are; then the writes, undone item by item if one fails."""
+    import copy
+
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.dynamodb.exceptions import (
+        MultipleTransactionsException,
+        TooManyTransactionsException,
+        TransactionCanceledException,
+        TransactWriteSingleOpException,
+    )
+
+    if len(transact_items) > 100:
+        raise TooManyTransactionsException()
+    targets: set[tuple[str, str]] = set()
+    actions: list[tuple[str, dict[str, Any], dict[str, Any], Any]] = []
+    reasons: list[tuple[Any, Any, Any]] = []
+    for entry in transact_items:
+        if len(entry) > 1:
+            raise TransactWriteSingleOpException
+        kind, op = next(iter(entry.items()))
+        if kind not in ("ConditionCheck", "Put", "Delete", "Update"):
+            raise ValueError("Unsupported transaction operation")
+        table = backend.get_table(op["TableName"])
+        if kind == "Put":
+            key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+            if table.range_key_attr is not None:
+                key[table.range_key_attr] = op["Item"][table.range_key_attr]
+        else:
+            key = op["Key"]
+        target = (op["TableName"], str(sorted(key.items())))
+        if target in targets:
+            raise MultipleTransactionsException()
+        targets.add(target)
+        current = backend.get_item(op["TableName"], key)
+        reason: tuple[Any, Any, Any] = (None, None, None)
+        condition = op.get("ConditionExpression")
+        if condition is not None:
+            judged = get_filter_expression(
+                condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+            )
+            if not judged.expr(current):
+                old = None
+                if current and op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD":
+                    old = current.to_json()["Attributes"]
+                reason = ("ConditionalCheckFailed", "The conditional request failed", old)
+        reasons.append(reason)
+        actions.append((kind, op, key, current))
+    if any(code is not None for code, _, _ in reasons):
+        raise TransactionCanceledException(reasons)
+
+    written: list[tuple[str, dict[str, Any], Any]] = []
+    try:
+        for kind, op, key, current in actions:
+            name = op["TableName"]
+            if kind == "ConditionCheck":
+                continue
+            before = copy.deepcopy(current)
+            if kind == "Put":
+                backend.put_item(name, op["Item"])
+            elif kind == "Delete":
+                backend.delete_item(name, key)
+            else:
+                backend.update_item(
+                    name,
+                    key,
+                    update_expression=op["UpdateExpression"],
+                    expression_attribute_names=op.get("ExpressionAttributeNames"),
+                    expression_attribute_values=op.get("ExpressionAttributeValues"),
+                )
+            written.append((name, key, before))
+    except Exception:
+        for name, key, before in reversed(written):
+            if before is None:
+                backend.delete_item(name, key)
+            else:
+                backend.put_item(name, before.to_json()["Attributes"])
+        raise
 
 
 class SerialMotoServer:
