@@ -10,7 +10,7 @@ PORT ?= 8321
 SAM_VENV := $(VENV)/sam-cli
 SAM ?= $(shell command -v sam 2>/dev/null || echo $(SAM_VENV)/bin/sam)
 
-.PHONY: run invoke keys test lint format bench build
+.PHONY: run invoke keys test lint format bench build docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ keys: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(PY) -m pytest -n 2 tests
+
+# The documentation site (mkdocs.yml, docs/) into site/; a broken link or page fails it.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
