@@ -122,3 +122,13 @@ def test_the_readmes_links_resolve():
     assert local, "the README links into the docs"
     missing = [link for link in local if not (ROOT / link).exists()]
     assert not missing, missing
+
+
+def test_the_configuration_reference_is_what_the_settings_declare():
+    script = ROOT / "scripts" / "config_reference.py"
+    checked = subprocess.run([sys.executable, str(script), "--check"], cwd=ROOT, timeout=60)
+    assert checked.returncode == 0, (
+        "docs/configuration.md is stale: run scripts/config_reference.py"
+    )
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    assert "`MAX_ITERATIONS`" in page and "`STREAM_FLUSH_SECONDS`" in page

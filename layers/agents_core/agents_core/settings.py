@@ -1,9 +1,15 @@
-"""Settings read once from the environment: one typed object, no other place reads os.environ."""
+"""Settings read once from the environment: one typed object, no other place reads os.environ.
+
+Declared, not parsed by hand: each field is read from the variable of its name in upper case,
+by its type (`from_env`); its `#:` comment is its documentation, from which
+scripts/config_reference.py writes docs/configuration.md."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 #: The tenant of a caller with no identity in the request context (local use only: in Lambda,
 #: API Gateway's authorizer names the tenant, and a request without one is refused).
@@ -12,6 +18,7 @@ DEFAULT_TENANT = "default"
 
 @dataclass(frozen=True)
 class Settings:
+    #: The DynamoDB table holding everything (docs/storage.md).
     table_name: str = "serverless-agents"
     #: Lifetime of sessions of agents with `enable_session_persistence: false`
     #: (see docs/storage.md).
@@ -155,135 +162,55 @@ class Settings:
     ingest_queue_url: str | None = None  # the stack's; found by name when unset
 
     @classmethod
-    def from_env(cls) -> Settings:
-        return cls(
-            table_name=os.environ.get("TABLE_NAME", cls.table_name),
-            ephemeral_session_ttl_seconds=int(
-                os.environ.get("EPHEMERAL_SESSION_TTL_SECONDS", cls.ephemeral_session_ttl_seconds)
-            ),
-            openai_base_url=os.environ.get("OPENAI_BASE_URL") or None,
-            openai_api_key=os.environ.get("OPENAI_API_KEY") or None,
-            openai_api_key_secret_id=os.environ.get("OPENAI_API_KEY_SECRET_ID") or None,
-            inference_timeout_seconds=float(
-                os.environ.get("INFERENCE_TIMEOUT_SECONDS", cls.inference_timeout_seconds)
-            ),
-            max_iterations=int(os.environ.get("MAX_ITERATIONS", cls.max_iterations)),
-            max_tool_calls=int(os.environ.get("MAX_TOOL_CALLS", cls.max_tool_calls)),
-            model_call_timeout_seconds=float(
-                os.environ.get("MODEL_CALL_TIMEOUT_SECONDS", cls.model_call_timeout_seconds)
-            ),
-            run_timeout_seconds=float(
-                os.environ.get("RUN_TIMEOUT_SECONDS", cls.run_timeout_seconds)
-            ),
-            context_window_tokens=int(
-                os.environ.get("CONTEXT_WINDOW_TOKENS", cls.context_window_tokens)
-            ),
-            turn_lease_seconds=int(os.environ.get("TURN_LEASE_SECONDS", cls.turn_lease_seconds)),
-            resume_queue_name=os.environ.get("RESUME_QUEUE_NAME", cls.resume_queue_name),
-            event_bus_name=os.environ.get("EVENT_BUS_NAME", cls.event_bus_name),
-            trust_request_context_header=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
-            require_caller=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
-            bedrock_model_ids=tuple(
-                m.strip() for m in os.environ.get("BEDROCK_MODEL_IDS", "").split(",") if m.strip()
-            ),
-            local_auth=os.environ.get("LOCAL_AUTH", "").strip().lower(),
-            jwt_issuer=os.environ.get("JWT_ISSUER", "").strip().rstrip("/"),
-            jwt_audience=tuple(
-                a.strip() for a in os.environ.get("JWT_AUDIENCE", "").split(",") if a.strip()
-            ),
-            jwt_tenant_claim=os.environ.get("JWT_TENANT_CLAIM", "").strip() or cls.jwt_tenant_claim,
-            outbound_allow=tuple(
-                entry.strip()
-                for entry in os.environ.get("OUTBOUND_ALLOW", "").split(",")
-                if entry.strip()
-            ),
-            outbound_max_response_bytes=int(
-                os.environ.get("OUTBOUND_MAX_RESPONSE_BYTES", cls.outbound_max_response_bytes)
-            ),
-            mcp_call_timeout_seconds=float(
-                os.environ.get("MCP_CALL_TIMEOUT_SECONDS", cls.mcp_call_timeout_seconds)
-            ),
-            mcp_list_cache_seconds=float(
-                os.environ.get("MCP_LIST_CACHE_SECONDS", cls.mcp_list_cache_seconds)
-            ),
-            tool_result_max_bytes=int(
-                os.environ.get("TOOL_RESULT_MAX_BYTES", cls.tool_result_max_bytes)
-            ),
-            web_search_provider=os.environ.get("WEB_SEARCH_PROVIDER") or cls.web_search_provider,
-            web_search_api_key_secret_id=os.environ.get("WEB_SEARCH_API_KEY_SECRET_ID") or None,
-            web_search_base_url=os.environ.get("WEB_SEARCH_BASE_URL") or cls.web_search_base_url,
-            web_search_timeout_seconds=float(
-                os.environ.get("WEB_SEARCH_TIMEOUT_SECONDS", cls.web_search_timeout_seconds)
-            ),
-            stream_retention_seconds=int(
-                os.environ.get("STREAM_RETENTION_SECONDS", cls.stream_retention_seconds)
-            ),
-            stream_flush_seconds=float(
-                os.environ.get("STREAM_FLUSH_SECONDS", cls.stream_flush_seconds)
-            ),
-            stream_poll_seconds=float(
-                os.environ.get("STREAM_POLL_SECONDS", cls.stream_poll_seconds)
-            ),
-            stream_alive_check_seconds=float(
-                os.environ.get("STREAM_ALIVE_CHECK_SECONDS", cls.stream_alive_check_seconds)
-            ),
-            stream_follow_max_seconds=float(
-                os.environ.get("STREAM_FOLLOW_MAX_SECONDS", cls.stream_follow_max_seconds)
-            ),
-            shield_fail_open=os.environ.get("SHIELD_FAIL_OPEN", "").lower() in ("1", "true", "yes"),
-            shield_timeout_seconds=float(
-                os.environ.get("SHIELD_TIMEOUT_SECONDS", cls.shield_timeout_seconds)
-            ),
-            background_queue_name=os.environ.get(
-                "BACKGROUND_QUEUE_NAME", cls.background_queue_name
-            ),
-            background_queue_url=os.environ.get("BACKGROUND_QUEUE_URL") or None,
-            resume_queue_url=os.environ.get("RESUME_QUEUE_URL") or None,
-            run_suspend_margin_seconds=float(
-                os.environ.get("RUN_SUSPEND_MARGIN_SECONDS", cls.run_suspend_margin_seconds)
-            ),
-            queue_invocation_seconds=float(
-                os.environ.get("QUEUE_INVOCATION_SECONDS", cls.queue_invocation_seconds)
-            ),
-            resume_retry_delay_seconds=min(
-                900,
-                int(os.environ.get("RESUME_RETRY_DELAY_SECONDS", cls.resume_retry_delay_seconds)),
-            ),
-            background_cancel_poll_seconds=float(
-                os.environ.get("BACKGROUND_CANCEL_POLL_SECONDS", cls.background_cancel_poll_seconds)
-            ),
-            background_unstored_seconds=int(
-                os.environ.get("BACKGROUND_UNSTORED_SECONDS", cls.background_unstored_seconds)
-            ),
-            embedding_provider=(
-                os.environ.get("EMBEDDING_PROVIDER", "").strip().lower() or cls.embedding_provider
-            ),
-            embedding_model=os.environ.get("EMBEDDING_MODEL") or None,
-            # 0 (the stack's default) or unset: the provider's default.
-            embedding_dimension=int(os.environ.get("EMBEDDING_DIMENSION") or 0) or None,
-            embedding_base_url=os.environ.get("EMBEDDING_BASE_URL") or None,
-            embedding_api_key=os.environ.get("EMBEDDING_API_KEY") or None,
-            embedding_api_key_secret_id=os.environ.get("EMBEDDING_API_KEY_SECRET_ID") or None,
-            embedding_timeout_seconds=float(
-                os.environ.get("EMBEDDING_TIMEOUT_SECONDS", cls.embedding_timeout_seconds)
-            ),
-            embedding_concurrency=int(
-                os.environ.get("EMBEDDING_CONCURRENCY", cls.embedding_concurrency)
-            ),
-            vector_bucket_name=_bucket_name(os.environ.get("VECTOR_BUCKET_NAME"))
-            or cls.vector_bucket_name,
-            files_bucket=os.environ.get("FILES_BUCKET") or cls.files_bucket,
-            file_max_bytes=int(os.environ.get("FILE_MAX_BYTES") or cls.file_max_bytes),
-            upload_max_bytes=int(os.environ.get("UPLOAD_MAX_BYTES") or cls.upload_max_bytes),
-            upload_url_seconds=int(os.environ.get("UPLOAD_URL_SECONDS") or cls.upload_url_seconds),
-            ingest_max_file_bytes=int(
-                os.environ.get("INGEST_MAX_FILE_BYTES") or cls.ingest_max_file_bytes
-            ),
-            ingest_max_chars=int(os.environ.get("INGEST_MAX_CHARS") or cls.ingest_max_chars),
-            ingest_embed_batch=int(os.environ.get("INGEST_EMBED_BATCH") or cls.ingest_embed_batch),
-            ingest_queue_name=os.environ.get("INGEST_QUEUE_NAME") or cls.ingest_queue_name,
-            ingest_queue_url=os.environ.get("INGEST_QUEUE_URL") or None,
-        )
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Each field from the variable of its name in upper case, parsed by its type; unset or
+        empty, its default. A few are derived or fixed (`_DERIVED`, `_FIXED`) and a few tidied
+        (`_TIDY`)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field in fields(cls):
+            if field.name in _DERIVED or field.name in _FIXED:
+                continue
+            raw = env.get(field.name.upper(), "").strip()
+            if raw:
+                values[field.name] = _parsed(field.name, str(field.type), raw)
+        for name, tidy in _TIDY.items():
+            if name in values:
+                values[name] = tidy(values[name])
+        in_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
+        values = {k: v for k, v in values.items() if v is not None}
+        return cls(**values, **dict.fromkeys(_DERIVED, in_lambda))
+
+
+#: Fields that follow from being in Lambda (AWS_LAMBDA_FUNCTION_NAME), not from a variable.
+_DERIVED = ("trust_request_context_header", "require_caller")
+#: Fields no variable changes (Lambda's own limits).
+_FIXED = ("max_read_bytes", "max_streamed_read_bytes")
+#: Values tidied after parsing (None: the field's default).
+_TIDY: dict[str, Callable[[Any], Any]] = {
+    "local_auth": str.lower,
+    "jwt_issuer": lambda url: url.rstrip("/"),
+    "embedding_provider": str.lower,
+    "embedding_dimension": lambda n: n or None,  # 0, the stack's default: the provider's own
+    "resume_retry_delay_seconds": lambda seconds: min(900, seconds),  # SQS's longest delay
+    "vector_bucket_name": lambda name: _bucket_name(name),
+}
+
+
+def _parsed(name: str, kind: str, raw: str) -> Any:
+    """`raw` as a field of type `kind` (as written in the class) holds it."""
+    try:
+        if kind.startswith("tuple["):  # comma-separated
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
+        if kind == "bool":
+            return raw.lower() in ("1", "true", "yes")
+        if kind.startswith("int"):
+            return int(raw)
+        if kind.startswith("float"):
+            return float(raw)
+    except ValueError:
+        raise ValueError(f"{name.upper()}={raw!r} is not a valid {kind}") from None
+    return raw
 
 
 def _bucket_name(value: str | None) -> str | None:
