@@ -9,8 +9,8 @@ authorizer (functions/authorizer) and the local server under `LOCAL_AUTH=keys` c
     authenticate(f"Bearer {issued.key}", store)   # -> Principal(tenant="acme", key_id=...)
 """
 
-from .keys import BEARER_PATTERN, KEY_PATTERN, InvalidKey, Principal, authenticate, hash_key
-from .store import IssuedKey, KeyRecord, KeyStore
+from .keys import BEARER_PATTERN, KEY_PATTERN, InvalidKey, Principal, hash_key
+from .store import IssuedKey, KeyRecord, KeyStore, authenticate
 
 __all__ = [
     "BEARER_PATTERN",

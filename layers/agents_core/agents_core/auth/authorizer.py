@@ -16,8 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..log import logger
-from .keys import InvalidKey, Principal, authenticate
-from .store import KeyStore
+from .keys import InvalidKey, Principal
+from .store import KeyStore, authenticate
 from .tokens import JwtVerifier, jwt_from_header
 
 

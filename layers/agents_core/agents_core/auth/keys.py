@@ -1,4 +1,5 @@
-"""The key format, its hash, and the one check every entry point makes.
+"""The key format, its hash, and how a request carries it (`authenticate`, in store.py, checks
+it against the table).
 
 A key is `sak_<key id>_<secret>`: the key id (12 hex digits) names the key in listings and
 revocations and may be shown anywhere; the secret is 32 random bytes (base64url, 43 characters).
@@ -14,10 +15,6 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .store import KeyStore
 
 PREFIX = "sak_"
 KEY_PATTERN = r"sak_[0-9a-f]{12}_[A-Za-z0-9_-]{43}"
@@ -60,14 +57,3 @@ def key_from_header(header: str | None) -> str:
     if not match:
         raise InvalidKey("Authorization is not 'Bearer <key>' with a key of this service")
     return match.group(1)
-
-
-def authenticate(header: str | None, store: KeyStore) -> Principal:
-    """The caller of a request with this `Authorization` header, or InvalidKey."""
-    key = key_from_header(header)
-    record = store.lookup(key)
-    if record is None:
-        raise InvalidKey("unknown key")
-    if record.revoked_at is not None:
-        raise InvalidKey(f"key {record.key_id} of {record.tenant} is revoked")
-    return Principal(record.tenant, record.key_id, record.usage_key)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidRequest, NotFound
-from .keys import PREFIX, hash_key, new_key
+from .keys import PREFIX, InvalidKey, Principal, hash_key, key_from_header, new_key
 
 KEY_PK_PREFIX = "APIKEY#"
 KEY_SK = "APIKEY"
@@ -198,3 +198,14 @@ class KeyStore:
             start = page.get("LastEvaluatedKey")
             if not start:
                 return items
+
+
+def authenticate(header: str | None, store: KeyStore) -> Principal:
+    """The caller of a request with this `Authorization` header, or InvalidKey."""
+    key = key_from_header(header)
+    record = store.lookup(key)
+    if record is None:
+        raise InvalidKey("unknown key")
+    if record.revoked_at is not None:
+        raise InvalidKey(f"key {record.key_id} of {record.tenant} is revoked")
+    return Principal(record.tenant, record.key_id, record.usage_key)
