@@ -132,3 +132,15 @@ def test_the_configuration_reference_is_what_the_settings_declare():
     )
     page = (ROOT / "docs" / "configuration.md").read_text()
     assert "`MAX_ITERATIONS`" in page and "`STREAM_FLUSH_SECONDS`" in page
+
+
+def test_the_api_reference_is_the_apps_openapi_document():
+    script = ROOT / "scripts" / "api_reference.py"
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
+    checked = subprocess.run(
+        [sys.executable, str(script), "--check"], cwd=ROOT, env=env, timeout=120
+    )
+    assert checked.returncode == 0, "docs/api.md is stale: run scripts/api_reference.py"
+    page = (ROOT / "docs" / "api.md").read_text()
+    assert "`/v1/agents/{agent_id}/session/{session_id}/turn`" in page
+    assert "`/v1/openai/v1/responses`" in page and "`/v1/responses`" not in page  # no aliases
