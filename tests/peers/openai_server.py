@@ -49,6 +49,9 @@ class ScriptedOpenAI(LocalPeer):
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Each event goes out as it is written (TCP_NODELAY), as a model server's do: with
+            # Nagle's algorithm the last chunk would wait for the client's delayed ACK.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
