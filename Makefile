@@ -71,5 +71,6 @@ $(SAM_VENV)/bin/sam:
 # Every resource builds with BuildMethod makefile (template.yaml): the layer cross-builds for
 # arm64/python3.12 with pip, so neither python3.12 nor a container is needed.
 build: $(STAMP) $(SAM)
-	PYTHON=$(abspath $(PY)) SAM_CLI_TELEMETRY=$${SAM_CLI_TELEMETRY:-0} $(SAM) build
+	PYTHON=$(abspath $(PY)) BUILD_LAYER=$(abspath layers/agents_core/build_layer.py) \
+		SAM_CLI_TELEMETRY=$${SAM_CLI_TELEMETRY:-0} $(SAM) build
 	$(PY) layers/agents_core/build_layer.py --report .aws-sam/build/AgentsCoreLayer

@@ -182,6 +182,11 @@ def buffered_function(build, logical_id: str, env: dict[str, str]):
     """A plain-handler function's build output behind the runtime stand-in, ready; stopped on
     exit, and its stderr must hold no traceback."""
     built, runtime = build
+    layers = template()["Resources"][logical_id]["Properties"].get("Layers", [])
+    # /opt/python: the layer's, or, for a function without it, a folder with nothing in it.
+    uses_layer = any("AgentsCoreLayer" in str(layer) for layer in layers)  # !Ref, as loaded
+    layer = built["AgentsCoreLayer"] / "python" if uses_layer else built[logical_id] / ".no-layer"
+    layer.mkdir(exist_ok=True)
     process = subprocess.Popen(
         [
             sys.executable,
@@ -190,7 +195,7 @@ def buffered_function(build, logical_id: str, env: dict[str, str]):
             "-B",  # no bytecode written (/opt is read-only in Lambda)
             str(Path(__file__).with_name("artifact_runtime.py")),
             str(built[logical_id]),
-            str(built["AgentsCoreLayer"] / "python"),
+            str(layer),
             str(runtime),
             template()["Resources"][logical_id]["Properties"]["Handler"],
         ],
@@ -370,12 +375,7 @@ def test_every_module_the_built_code_imports_is_in_the_layer_or_the_runtime(buil
     built, runtime = build
     layer = built["AgentsCoreLayer"] / "python"
     sources = [*(layer / "agents_core").rglob("*.py")]
-    sources += [
-        path
-        for name, out in built.items()
-        if name != "AgentsCoreLayer"
-        for path in out.glob("*.py")
-    ]
+    sources += [out / "app.py" for name, out in built.items() if (out / "app.py").is_file()]
     modules = set().union(*(imported_modules(path.read_text()) for path in sources))
     own = {"agents_core", "app"}
     third_party = modules - own - set(sys.stdlib_module_names)
@@ -388,8 +388,15 @@ def test_every_module_the_built_code_imports_is_in_the_layer_or_the_runtime(buil
             or any(root.glob(f"{name}.*.so"))
         )
 
-    missing = sorted(m for m in third_party if not (present(layer, m) or present(runtime, m)))
+    # What only the authorizer imports (PyJWT) is in its own build, which the layer leaves out.
+    authorizer = built["AuthorizerFunction"]
+    missing = sorted(
+        m
+        for m in third_party
+        if not (present(layer, m) or present(runtime, m) or present(authorizer, m))
+    )
     assert not missing, f"imported but neither in the layer nor in the runtime: {missing}"
+    assert present(authorizer, "jwt") and not present(layer, "jwt")
 
 
 def test_every_built_function_starts_with_only_its_layer_and_serves_its_events(
@@ -488,7 +495,7 @@ def check_a_streamed_response_from_an_openai_compatible_model(urls, model) -> No
 def test_the_built_authorizer_answers_api_gateways_events_from_the_table(build, aws):
     """The authorizer from its build output, as Lambda runs it: a TOKEN and a REQUEST event with a
     stored key are allowed for its tenant; so are JWTs of the configured issuer (RS256 and
-    ES256: PyJWT and cryptography are in the layer); an unknown key is the error API Gateway
+    ES256: PyJWT and cryptography are in its own build, not the layer); an unknown key is the error API Gateway
     turns into a 401."""
     from agents_core.auth import KeyStore
 
@@ -522,7 +529,9 @@ def test_the_built_authorizer_answers_api_gateways_events_from_the_table(build, 
             access = issuer.token(EC_KEY, "ec-1", "ES256", token_use="access", client_id=CLIENT_ID)
             for token in (issuer.token(), access):
                 answer = authorizer.invoke(token_event(f"Bearer {token}"))
-                assert answer["context"] == {"tenant": "acme", "key_id": "jwt:5f8a-user"}, answer
+                assert answer.get("context") == {"tenant": "acme", "key_id": "jwt:5f8a-user"}, (
+                    answer
+                )
             refused = authorizer.invoke(token_event("Bearer " + issued.key[:-1] + "_"))
             assert refused["errorMessage"] == "Unauthorized", refused
             expired = authorizer.invoke(token_event(f"Bearer {issuer.token(exp=1)}"))
@@ -618,3 +627,18 @@ def test_the_built_ingest_function_ingests_a_file_attached_to_a_vector_store(bui
         assert worker.invoke(sqs_event) == {"batchItemFailures": []}
     assert services.vector_stores.file("acme", store.id, file.id).status == "completed"
     assert services.vector_stores.get("acme", store.id).file_counts.completed == 1
+
+
+def test_the_layer_leaves_the_authorizers_jwt_stack_to_the_authorizers_own_build(build):
+    """The shared layer carries no PyJWT or cryptography (16 MB only the authorizer imports);
+    the authorizer's artifact carries them, agents_core, and none of the layer's web stack."""
+    built, _ = build
+    layer, authorizer = built["AgentsCoreLayer"] / "python", built["AuthorizerFunction"]
+    for package in ("jwt", "cryptography", "cffi"):
+        assert not (layer / package).exists(), package
+        assert (authorizer / package).exists() or package == "cffi", package
+    assert (authorizer / "agents_core" / "auth" / "tokens.py").is_file()
+    for package in ("fastapi", "pydantic_core", "httpx", "mcp"):
+        assert not (authorizer / package).exists(), package
+    resources = template()["Resources"]
+    assert "Layers" not in resources["AuthorizerFunction"]["Properties"]

@@ -10,10 +10,11 @@ import hashlib
 import hmac
 import json
 import re
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import jwt
@@ -239,7 +240,7 @@ def test_a_jwks_that_cannot_be_fetched_refuses_every_token_and_is_logged(issuer,
     jwts = JwtVerifier(JwtConfig(down, (CLIENT_ID,)))
     with pytest.raises(Unauthorized):
         authorize(token_event(f"Bearer {issuer.token(iss=down)}"), keys, jwts)
-    assert [e.split("(")[0] for e in logged_errors(caplog)] == ["ConnectError"]
+    assert [e.split("(")[0] for e in logged_errors(caplog)] == ["URLError"]  # refused
 
 
 def logged_errors(caplog) -> list[str]:
@@ -328,3 +329,29 @@ def test_both_clients_pass_a_jwt_as_api_key_to_the_local_server(issuer, model):
         bad = openai.OpenAI(base_url=f"{base}/v1/openai/v1", api_key=expired, max_retries=0)
         with pytest.raises(openai.AuthenticationError):
             bad.responses.create(model="llama3.2:3b", input="hi")
+
+
+def test_a_jwks_that_redirects_is_refused_not_followed(issuer, keys, caplog):
+    class Redirecting(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(302)
+            self.send_header("Location", f"{issuer.url}/.well-known/jwks.json")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    moved = f"http://127.0.0.1:{server.server_address[1]}/pool"
+    try:
+        with pytest.raises(Unauthorized):
+            authorize(
+                token_event(f"Bearer {issuer.token(iss=moved)}"),
+                keys,
+                JwtVerifier(JwtConfig(moved, (CLIENT_ID,))),
+            )
+    finally:
+        server.shutdown()
+    assert logged_errors(caplog) == ["<HTTPError 302: 'Found'>"]  # not followed

@@ -188,4 +188,7 @@ def test_a_request_on_a_kept_alive_connection_is_no_slower_than_on_a_fresh_one(s
         fresh.append(_round_trip_ms(conn))  # connects, then asks
         conn.close()
     kept.close()
-    assert statistics.median(kept_alive) <= statistics.median(fresh), (kept_alive, fresh)
+    # With the delay every kept-alive request waits; without it, most take no longer than a
+    # fresh one (which also connects). The typical fresh one is the yardstick: one machine's
+    # noise moves a median of one side across the other's, not every kept-alive request.
+    assert sorted(kept_alive)[len(kept_alive) // 4] <= statistics.median(fresh), (kept_alive, fresh)

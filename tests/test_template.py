@@ -636,3 +636,14 @@ def test_response_events_can_go_to_a_webhook_through_an_api_destination_that_onl
     (statement,) = policy["PolicyDocument"]["Statement"]
     assert statement["Action"] == "events:InvokeApiDestination"
     assert any(s.get("Sid") == "ResponseEvents" for s in statements(resources["ResponsesFunction"]))
+
+
+def test_every_function_but_the_authorizer_has_the_shared_layer():
+    data = template()
+    assert "Layers" not in data["Globals"]["Function"]  # SAM adds a global layer to every one
+    for name, resource in functions(data["Resources"]).items():
+        layers = [str(layer) for layer in resource["Properties"].get("Layers", [])]
+        if name == "AuthorizerFunction":  # its own build: agents_core and PyJWT, no layer
+            assert layers == [], layers
+        else:
+            assert "!Ref AgentsCoreLayer" in layers, name

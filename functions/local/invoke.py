@@ -170,6 +170,13 @@ class Template:
                 # A built layer holds python/ (Lambda's /opt/python); the source tree holds the
                 # package itself.
                 dirs.append(content / "python" if (content / "python").is_dir() else content)
+        code = self.path.parent / props["CodeUri"]
+        if not dirs and not (code / "agents_core").is_dir():
+            # Built with its own dependencies (the authorizer): from source, the package comes
+            # from the layer's folder, as its build copies it in.
+            for name in self.of_type("AWS::Serverless::LayerVersion"):
+                content = self.path.parent / self.resources[name]["Properties"]["ContentUri"]
+                dirs.append(content / "python" if (content / "python").is_dir() else content)
         return [d.resolve() for d in dirs]
 
     def route(self, event: dict[str, Any]) -> str:

@@ -12,6 +12,13 @@ build is a copy.
     python layers/agents_core/build_layer.py OUT_DIR           # what `sam build` runs (Makefile)
     python layers/agents_core/build_layer.py OUT_DIR --host    # for this machine
     python layers/agents_core/build_layer.py --report OUT_DIR  # sizes of a built layer
+    python layers/agents_core/build_layer.py OUT_DIR --function authorizer   # a function's own
+
+A function that does not use the layer (the authorizer: it needs PyJWT and cryptography, 16 MB
+nothing else imports, and none of the layer's web stack) gets its own build: the agents_core
+package and the dependencies `[tool.serverless-agents] <function>-packages` names (their
+requirements as `[project].dependencies` states them), in its artifact's root. The layer leaves
+those out that only such functions import (`layer-leaves-out`).
 
 Needs Python 3.11+ (tomllib) with pip; nothing else.
 """
@@ -97,6 +104,32 @@ def runtime_requirements() -> list[str]:
     """The project's dependencies the Lambda runtime provides (and the layer leaves out)."""
     dependencies, provided = _project()
     return [r for r in dependencies if _name(r) in provided]
+
+
+def function_requirements(function: str) -> list[str]:
+    """The requirements `[tool.serverless-agents] <function>-packages` names, as the project's
+    dependency list states them (one list: versions and extras are kept there)."""
+    data = tomllib.loads(PYPROJECT.read_text())
+    names = {_name(n) for n in data["tool"]["serverless-agents"][f"{function}-packages"]}
+    found = [r for r in data["project"]["dependencies"] if _name(r) in names]
+    missing = names - {_name(r) for r in found}
+    if missing:
+        raise SystemExit(f"{function}-packages names no dependency of the project: {missing}")
+    return found
+
+
+def build_function(out: Path, function: str, target: Target = LAMBDA) -> Path:
+    """A function's own dependencies and the agents_core package, in its artifact `out`."""
+    dependencies = install(function_requirements(function), target)
+    shadowing = [name for name in ("boto3", "botocore") if (dependencies / name).exists()]
+    if shadowing:
+        raise SystemExit(f"{function}'s dependencies pulled in {', '.join(shadowing)}")
+    shutil.copytree(dependencies, out, dirs_exist_ok=True)
+    shutil.rmtree(out / PACKAGE.name, ignore_errors=True)
+    shutil.copytree(PACKAGE, out / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
+    if target is LAMBDA:
+        _compile(out, f"python{target.python_version}")
+    return out
 
 
 def install(requirements: list[str], target: Target, cache: Path = CACHE) -> Path:
@@ -244,9 +277,14 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="the layer's folder (SAM's ARTIFACTS_DIR)")
     parser.add_argument("--host", action="store_true", help="build for this machine")
     parser.add_argument("--report", action="store_true", help="only print the sizes of OUT")
+    parser.add_argument("--function", help="a function's own build (its -packages list)")
     args = parser.parse_args()
+    target = HOST if args.host else LAMBDA
+    if args.function:
+        build_function(args.out, args.function, target)
+        return
     if not args.report:
-        build(args.out, HOST if args.host else LAMBDA)
+        build(args.out, target)
     print(report(args.out), file=sys.stderr)
 
 

@@ -8,7 +8,7 @@ issuer; `token_use` is `id` (then `aud`) or `access` (then Cognito's `client_id`
 the configured client ids; and the configured claim names the tenant. Anything else is
 InvalidKey, as for keys: the same 401, the reason in the logs.
 
-PyJWT (with cryptography) and httpx are imported when the first JWT arrives, so a function that
+PyJWT (with cryptography) is imported when the first JWT arrives, so a function that
 only sees keys never loads them. The issuer is the operator's configuration, not a caller's
 input: it must be https (loopback http is allowed for tests), and no outbound guard applies.
 """
@@ -112,15 +112,19 @@ class Jwks:
         self._keys, self._fetched_at = keys, now
 
     def _fetch(self) -> dict[str, dict[str, Any]]:
-        import httpx
+        """The JWKS by the standard library's HTTP client: the authorizer's build carries no
+        HTTP library (a redirect is refused, the body bounded)."""
+        import urllib.request
 
-        body = bytearray()
-        with httpx.stream("GET", self.url, timeout=self.timeout, follow_redirects=False) as resp:
-            resp.raise_for_status()
-            for chunk in resp.iter_bytes():
-                body += chunk
-                if len(body) > self.max_bytes:
-                    raise ValueError(f"JWKS larger than {self.max_bytes} bytes")
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+                return None  # the 3xx is then an error
+
+        opener = urllib.request.build_opener(NoRedirect)
+        with opener.open(self.url, timeout=self.timeout) as resp:
+            body = resp.read(self.max_bytes + 1)
+        if len(body) > self.max_bytes:
+            raise ValueError(f"JWKS larger than {self.max_bytes} bytes")
         keys = json.loads(body)["keys"]
         return {k["kid"]: k for k in keys if isinstance(k, dict) and isinstance(k.get("kid"), str)}
 
