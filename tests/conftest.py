@@ -65,3 +65,10 @@ def agent_config(**overrides):
     config = {"model": "test-model", "instructions": "You are terse."}
     config.update(overrides)
     return config
+
+
+def error_message(response) -> str:
+    """An error answer's message, in the shape its route gives (Llama Stack's `{"detail"}`, or
+    OpenAI's `{"error": {"message", ...}}`)."""
+    body = response.json()
+    return body["error"]["message"] if "error" in body else body["detail"]

@@ -15,6 +15,7 @@ import openai
 import pytest
 from moto.server import ThreadedMotoServer
 
+from .conftest import error_message
 from .local_server import running_server, started_server
 from .peers.mcp_server import McpPeer
 
@@ -168,7 +169,7 @@ def test_cancelling_a_finished_response_answers_it_unchanged_and_a_foreground_on
     foreground = oai.responses.create(model="m", input="Hi")
     with pytest.raises(openai.BadRequestError) as refused:
         oai.responses.cancel(foreground.id)
-    assert "background" in refused.value.response.json()["detail"]
+    assert "background" in error_message(refused.value.response)
     with pytest.raises(openai.NotFoundError):
         oai.responses.cancel("resp_doesnotexist")
 

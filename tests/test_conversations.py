@@ -8,6 +8,7 @@ import httpx
 import openai
 import pytest
 
+from .conftest import error_message
 from .local_server import running_server
 
 
@@ -36,7 +37,7 @@ def compat(base, model):
 
 
 def detail(raised: pytest.ExceptionInfo) -> str:
-    return raised.value.response.json()["detail"]
+    return error_message(raised.value.response)
 
 
 def user(text: str) -> dict:

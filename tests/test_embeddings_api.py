@@ -59,7 +59,9 @@ def test_float_encoding_and_a_single_string(client):
 def test_an_unknown_model_is_404_as_openai_answers(client):
     with pytest.raises(openai.NotFoundError) as refused:
         client.embeddings.create(input="x", model="text-embedding-3-large")
-    assert "text-embedding-3-large" in refused.value.body["detail"]
+    # OpenAI's envelope, which the SDK unwraps: its `error` object is the exception's body.
+    assert "text-embedding-3-large" in refused.value.body["message"]
+    assert refused.value.type == "invalid_request_error"
 
 
 @pytest.mark.parametrize(

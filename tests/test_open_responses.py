@@ -19,6 +19,7 @@ import pytest
 from agents_core.inference import types as model
 from openai.types.responses import Response, ResponseStreamEvent
 
+from .conftest import error_message
 from .local_server import running_server
 from .test_engine import calls, says, types_and_numbers
 from .test_engine_server_tools import (
@@ -378,7 +379,7 @@ def test_truncation_auto_drops_the_oldest_items_and_disabled_refuses_with_a_400(
     assert model.requests[-1]["messages"] == [{"role": "user", "content": "What now?"}]
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="m", input=[old, new])
-    assert "context window of 50" in refused.value.response.json()["detail"]
+    assert "context window of 50" in error_message(refused.value.response)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 from agents_core.api.responses import MAX_MODEL_ID_LENGTH
 from agents_core.store import keys
 
+from .conftest import error_message
 from .local_server import running_server
 
 WEATHER = {
@@ -220,7 +221,7 @@ def test_delete_then_404(client, base):
 def test_bad_requests_are_400(base, body):
     resp = httpx.post(f"{base}/v1/openai/v1/responses", json=body)
     assert resp.status_code == 400, resp.text
-    assert isinstance(resp.json()["detail"], str)
+    assert isinstance(error_message(resp), str)
 
 
 @pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 101}, {"order": "sideways"}])
@@ -312,3 +313,19 @@ def test_images_reach_the_model(client, model):
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
         {"type": "image_url", "image_url": {"url": pixel}},
     ]
+
+
+def test_openai_routes_answer_errors_in_openais_envelope_for_its_sdk(base):
+    """`{"error": {"message", "type", "param", "code"}}` under both prefixes; a field no spec
+    knows is `unknown_parameter` naming it, as the openai SDK reads it."""
+    for prefix in ("/v1", "/v1/openai/v1"):
+        client = openai.OpenAI(base_url=f"{base}{prefix}", api_key="unused", max_retries=0)
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model="offline", input="hi", extra_body={"bogus": 1})
+        assert refused.value.code == "unknown_parameter" and refused.value.param == "bogus"
+        assert refused.value.type == "invalid_request_error"
+        with pytest.raises(openai.NotFoundError) as missing:
+            client.responses.retrieve("resp_missing")
+        assert missing.value.type == "invalid_request_error" and missing.value.message
+    agents = httpx.get(f"{base}/v1/agents/missing")  # Llama Stack's route: its shape
+    assert agents.status_code == 404 and set(agents.json()) == {"detail"}

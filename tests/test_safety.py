@@ -16,7 +16,7 @@ from agents_core.web.safety import safety_router, shields_router
 from botocore.config import Config
 from fastapi.testclient import TestClient
 
-from .conftest import TABLE
+from .conftest import TABLE, error_message
 from .peers.guardrail_emulator import GuardrailEmulator
 
 
@@ -145,7 +145,7 @@ def test_llama_guard_excluded_categories_never_block_and_an_unreadable_verdict_f
     model.reply(text="I think this is fine")
     resp = run_shield(http, "meta-llama/Llama-Guard-3-8B", "Hello")
     assert resp.status_code == 502
-    assert "answered neither 'safe' nor 'unsafe'" in resp.json()["detail"]
+    assert "answered neither 'safe' nor 'unsafe'" in error_message(resp)
 
 
 def test_the_built_in_offline_shield_and_a_registered_one_with_patterns(http):
@@ -175,7 +175,7 @@ def test_shields_belong_to_their_tenant(http):
     assert [s["identifier"] for s in mallory] == ["offline"]
     assert http.delete("/v1/shields/guard", headers={"x-tenant": "mallory"}).status_code == 404
     resp = run_shield(http, "guard", "hello", tenant="mallory")
-    assert resp.status_code == 400 and "Shield guard not found" in resp.json()["detail"]
+    assert resp.status_code == 400 and "Shield guard not found" in error_message(resp)
     # alice's shield is untouched
     assert http.get("/v1/shields/guard", headers={"x-tenant": "alice"}).status_code == 200
 
@@ -222,7 +222,7 @@ def test_a_shield_is_replaced_by_registering_it_again_and_gone_once_deleted(http
 def test_a_bad_registration_is_400_and_changes_nothing(http, body, says):
     before = http.get("/v1/shields", headers={"x-tenant": "alice"}).json()
     resp = http.post("/v1/shields", json=body, headers={"x-tenant": "alice"})
-    assert resp.status_code == 400 and says in resp.json()["detail"]
+    assert resp.status_code == 400 and says in error_message(resp)
     assert http.get("/v1/shields", headers={"x-tenant": "alice"}).json() == before
 
 
@@ -235,14 +235,14 @@ def test_bad_run_shield_and_moderation_requests_are_400(http):
         "params": {"patterns": ["("]},
     }
     resp = http.post("/v1/safety/run-shield", json=overridden)
-    assert resp.status_code == 400 and "not a regular expression" in resp.json()["detail"]
+    assert resp.status_code == 400 and "not a regular expression" in error_message(resp)
     resp = http.post("/v1/moderations", json={"input": "hi"})
-    assert resp.status_code == 400 and "model is required" in resp.json()["detail"]
+    assert resp.status_code == 400 and "model is required" in error_message(resp)
     image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
     resp = http.post("/v1/moderations", json={"model": "offline", "input": [image]})
-    assert resp.status_code == 400 and "images are not supported" in resp.json()["detail"]
+    assert resp.status_code == 400 and "images are not supported" in error_message(resp)
     resp = http.post("/v1/moderations", json={"model": "nope", "input": "hi"})
-    assert resp.status_code == 400 and "Shield nope not found" in resp.json()["detail"]
+    assert resp.status_code == 400 and "Shield nope not found" in error_message(resp)
 
 
 def test_moderations_answer_one_result_per_input_in_openai_categories(http):
@@ -264,14 +264,14 @@ def test_a_failing_guardrail_fails_closed_with_a_clear_502(http, guardrails):
     guardrails.fail("AccessDeniedException")
     resp = run_shield(http, "guard", "hello")
     assert resp.status_code == 502
-    assert resp.json()["detail"] == (
+    assert error_message(resp) == (
         "Shield guard (bedrock) failed: Bedrock guardrail gr1abc version 2 failed:"
         " AccessDeniedException: emulated"
     )
     unknown_version = {**BEDROCK, "shield_id": "old", "params": {"guardrailVersion": "9"}}
     http.post("/v1/shields", json=unknown_version, headers={"x-tenant": "alice"})
     resp = run_shield(http, "old", "hello")
-    assert resp.status_code == 502 and "ResourceNotFoundException" in resp.json()["detail"]
+    assert resp.status_code == 502 and "ResourceNotFoundException" in error_message(resp)
 
 
 # --- the service the engine calls -------------------------------------------------------------

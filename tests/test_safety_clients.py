@@ -9,6 +9,7 @@ import openai
 import pytest
 from llama_stack_client import LlamaStackClient
 
+from .conftest import error_message
 from .local_server import started_server
 from .peers.guardrail_emulator import GuardrailEmulator
 from .peers.openai_server import ScriptedOpenAI
@@ -109,4 +110,4 @@ def test_moderations_through_the_openai_sdk(server):
         assert not clean.flagged and not clean.categories.violence
         with pytest.raises(openai.BadRequestError) as refused:
             sdk.moderations.create(model="nope", input="hi")
-        assert "Shield nope not found" in refused.value.response.json()["detail"]
+        assert "Shield nope not found" in error_message(refused.value.response)

@@ -14,6 +14,7 @@ from llama_stack_client import LlamaStackClient
 from llama_stack_client.lib.agents.agent import Agent
 from llama_stack_client.lib.agents.client_tool import client_tool
 
+from .conftest import error_message
 from .local_server import running_server
 from .peers.mcp_server import McpPeer
 
@@ -246,5 +247,5 @@ def test_an_mcp_server_at_the_metadata_address_is_refused_with_a_400(base, model
         "tools": [{"type": "mcp", "server_label": "imds", "server_url": "http://169.254.169.254/"}],
     }
     resp = httpx.post(f"{base}/v1/openai/v1/responses", json=body)
-    assert resp.status_code == 400 and "169.254.169.254" in resp.json()["detail"]
+    assert resp.status_code == 400 and "169.254.169.254" in error_message(resp)
     assert model.requests == []

@@ -30,7 +30,7 @@ from agents_core.store.schema import TTL_ATTRIBUTE
 from agents_core.store.stream_events import StreamEventStore, _pack, _unpack
 from agents_core.store.table import Table, key
 
-from .conftest import TABLE, agent_config
+from .conftest import TABLE, agent_config, error_message
 from .lambda_support import ROOT
 from .local_server import running_server
 
@@ -462,7 +462,7 @@ def test_rejoining_a_response_that_was_not_streamed_or_with_a_bad_last_event_id_
     created = app.post("/v1/openai/v1/responses", json={"model": "offline", "input": "hi"}).json()
     url = f"/v1/openai/v1/responses/{created['id']}"
     resp = app.get(f"{url}?stream=true")
-    assert resp.status_code == 400 and "not streamed" in resp.json()["detail"]
+    assert resp.status_code == 400 and "not streamed" in error_message(resp)
     resp = app.get(f"{url}?stream=true", headers={"Last-Event-ID": "abc"})
     assert resp.status_code == 400
     assert app.get(url).json()["id"] == created["id"]  # without stream: the object

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from .common import canonical
+from .errors import openai_shaped
 
 _DETAIL = {
     "application/json": {
@@ -17,6 +18,27 @@ _DETAIL = {
             "type": "object",
             "properties": {"detail": {"type": "string"}},
             "required": ["detail"],
+        }
+    }
+}
+#: OpenAI's error envelope, on the routes shaped after its API (errors.openai_shaped).
+_ENVELOPE = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "properties": {
+                        "message": {"type": "string"},
+                        "type": {"type": "string"},
+                        "param": {"type": ["string", "null"]},
+                        "code": {"type": ["string", "null"]},
+                    },
+                    "required": ["message", "type", "param", "code"],
+                }
+            },
+            "required": ["error"],
         }
     }
 }
@@ -84,8 +106,9 @@ def install_openapi(app: FastAPI) -> None:
                 for method, operation in operations.items():
                     responses = operation.setdefault("responses", {})
                     responses.pop("422", None)
+                    content = _ENVELOPE if openai_shaped(path) else _DETAIL
                     for status, meaning in statuses(path, method, operation).items():
-                        responses.setdefault(status, {"description": meaning, "content": _DETAIL})
+                        responses.setdefault(status, {"description": meaning, "content": content})
             components = schema.get("components", {}).get("schemas", {})
             for unused in ("HTTPValidationError", "ValidationError"):
                 components.pop(unused, None)
