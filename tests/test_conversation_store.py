@@ -217,7 +217,10 @@ def test_the_models_route_answers_when_the_endpoint_does_not(dynamodb):
     with TestClient(app) as http:
         answer = http.get("/v1/openai/v1/models")
     assert answer.status_code == 200
-    assert [m["id"] for m in answer.json()["data"]] == ["offline"]
+    assert [m["id"] for m in answer.json()["data"]] == [
+        "offline",
+        "offline-lexical",
+    ]  # no endpoint's
 
 
 def test_the_responses_function_serves_conversations_with_the_rights_it_is_given(dynamodb):

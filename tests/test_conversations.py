@@ -293,12 +293,15 @@ def test_the_sdk_works_under_both_prefixes(base, client, compat, model):
         compat.responses.retrieve(response.id)
 
 
-def test_models_lists_offline_the_endpoints_models_and_bedrock_ids(base, compat, client):
+def test_models_lists_offline_the_endpoints_models_bedrock_ids_and_the_embedder(
+    base, compat, client
+):
     listed = {m.id: m for m in compat.models.list()}
     assert set(listed) == {
         "offline",
         "llama3.2:3b",
         "bedrock/anthropic.claude-3-haiku-20240307-v1:0",
+        "offline-lexical",  # what /v1/embeddings serves
     }
     assert (listed["llama3.2:3b"].owned_by, listed["llama3.2:3b"].created) == ("ollama", 1700000000)
     assert not [m for m in listed if "*" in m]  # a prefix names no model
@@ -309,6 +312,11 @@ def test_models_lists_offline_the_endpoints_models_and_bedrock_ids(base, compat,
     assert entry["provider_resource_id"] == "offline" and entry["metadata"] == {}
     bedrock = next(m for m in stack["data"] if m["provider_id"] == "bedrock")
     assert bedrock["provider_resource_id"] == "anthropic.claude-3-haiku-20240307-v1:0"
+    embedder = next(m for m in stack["data"] if m["model_type"] == "embedding")
+    assert embedder["identifier"] == "offline-lexical"
+    assert embedder["metadata"] == {"embedding_dimension": 256}
+    embedded = client.embeddings.create(model=embedder["identifier"], input=["a text"])
+    assert len(embedded.data[0].embedding) == embedder["metadata"]["embedding_dimension"]
     assert [m.id for m in client.models.list()] == [m["identifier"] for m in stack["data"]]
 
 

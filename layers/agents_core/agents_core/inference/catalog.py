@@ -1,5 +1,6 @@
 """The models this stack can serve, for `GET /v1/models`: the offline model, every model the
-OpenAI-compatible endpoint lists at `{base}/models`, and the Bedrock ids the deployment names.
+OpenAI-compatible endpoint lists at `{base}/models`, the Bedrock ids the deployment names, and
+the embedding model `/v1/embeddings` serves (`model_type` "embedding", with its dimension).
 
 The endpoint's list is fetched with a short timeout and kept for a minute; when the endpoint
 cannot be reached (or answers nonsense) its models are left out, with a log line, and the
@@ -14,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..log import logger
 from .router import BEDROCK_PREFIX, OFFLINE_MODEL, InferenceSettings
@@ -34,14 +36,21 @@ class ModelEntry:
     provider_resource_id: str  # the id the provider is sent
     created: int = 0
     owned_by: str = "serverless-agents"
+    model_type: str = "llm"  # or "embedding"
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class ModelCatalog:
     def __init__(
-        self, settings: InferenceSettings, bedrock_model_ids: tuple[str, ...] = ()
+        self,
+        settings: InferenceSettings,
+        bedrock_model_ids: tuple[str, ...] = (),
+        embedding: tuple[str, str, int] | None = None,
     ) -> None:
+        """`embedding`: (provider, model, dimension) of the model `/v1/embeddings` serves."""
         self.settings = settings
         self.bedrock_model_ids = bedrock_model_ids
+        self.embedding = embedding
         self._endpoint: tuple[float, list[ModelEntry]] | None = None  # (until, models)
 
     async def models(self) -> list[ModelEntry]:
@@ -54,6 +63,12 @@ class ModelCatalog:
             for model in self.bedrock_model_ids
             if model and not model.endswith("*")
         ]
+        if self.embedding is not None:
+            provider, model, dimension = self.embedding
+            metadata = {"embedding_dimension": dimension}
+            out.append(
+                ModelEntry(model, provider, model, model_type="embedding", metadata=metadata)
+            )
         return out
 
     async def _endpoint_models(self) -> list[ModelEntry]:

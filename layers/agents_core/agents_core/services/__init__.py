@@ -102,10 +102,16 @@ class Services:
 
     @cached_property
     def model_catalog(self):
-        """What `GET /v1/models` lists: the offline model, the endpoint's, Bedrock ids."""
+        """What `GET /v1/models` lists: the offline model, the endpoint's, Bedrock ids, and the
+        embedding model (none when EMBEDDING_PROVIDER is unknown: /v1/embeddings says why)."""
         from ..inference.catalog import ModelCatalog
+        from ..vectors import embedding_model
 
-        return ModelCatalog(self.models.settings, self.settings.bedrock_model_ids)
+        try:
+            embedding = embedding_model(self.settings)
+        except ValueError:
+            embedding = None
+        return ModelCatalog(self.models.settings, self.settings.bedrock_model_ids, embedding)
 
     @cached_property
     def toolgroups(self):

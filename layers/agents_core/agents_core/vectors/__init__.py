@@ -81,16 +81,20 @@ DEFAULTS = {
 }
 
 
-def build_embedder(settings: Settings) -> Embedder:
-    """The configured embedder (its SDKs imported only now)."""
+def embedding_model(settings: Settings) -> tuple[str, str, int]:
+    """(provider, model, dimension) of the configured embedder, its defaults filled in."""
     provider = settings.embedding_provider
     if provider not in DEFAULTS:
         raise ValueError(
             f"EMBEDDING_PROVIDER={provider!r} is not known: offline, bedrock or openai"
         )
     model, dimension = DEFAULTS[provider]
-    model = settings.embedding_model or model
-    dimension = settings.embedding_dimension or dimension
+    return provider, settings.embedding_model or model, settings.embedding_dimension or dimension
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    """The configured embedder (its SDKs imported only now)."""
+    provider, model, dimension = embedding_model(settings)
     if provider == "offline":
         from .offline import OfflineEmbedder
 

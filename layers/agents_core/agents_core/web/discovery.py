@@ -21,7 +21,7 @@ class Model(ApiModel):
     identifier: str
     provider_id: str
     provider_resource_id: str
-    model_type: Literal["llm"] = "llm"
+    model_type: Literal["llm", "embedding"] = "llm"
     metadata: dict[str, Any] = {}
     type: Literal["model"] = "model"
     id: str
@@ -61,6 +61,8 @@ async def list_models(svc: Svc) -> Response:
                     identifier=e.id,
                     provider_id=e.provider_id,
                     provider_resource_id=e.provider_resource_id,
+                    model_type=e.model_type,
+                    metadata=e.metadata,
                     id=e.id,
                     created=e.created,
                     owned_by=e.owned_by,
