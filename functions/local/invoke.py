@@ -162,22 +162,21 @@ class Template:
         emulated), as the directories Lambda would put on the import path."""
         props = self.resources[logical_id]["Properties"]
         refs = [*self.globals.get("Layers", []), *props.get("Layers", [])]
-        dirs = []
-        for ref in refs:
-            name = ref.get("Ref") if isinstance(ref, dict) else None
-            if name in self.of_type("AWS::Serverless::LayerVersion"):
-                content = self.path.parent / self.resources[name]["Properties"]["ContentUri"]
-                # A built layer holds python/ (Lambda's /opt/python); the source tree holds the
-                # package itself.
-                dirs.append(content / "python" if (content / "python").is_dir() else content)
+        layers = self.of_type("AWS::Serverless::LayerVersion")
+        names = [ref.get("Ref") for ref in refs if isinstance(ref, dict)]
+        dirs = [self._layer_dir(name) for name in names if name in layers]
         code = self.path.parent / props["CodeUri"]
         if not dirs and not (code / "agents_core").is_dir():
             # Built with its own dependencies (the authorizer): from source, the package comes
             # from the layer's folder, as its build copies it in.
-            for name in self.of_type("AWS::Serverless::LayerVersion"):
-                content = self.path.parent / self.resources[name]["Properties"]["ContentUri"]
-                dirs.append(content / "python" if (content / "python").is_dir() else content)
+            dirs = [self._layer_dir(name) for name in layers]
         return [d.resolve() for d in dirs]
+
+    def _layer_dir(self, name: str) -> Path:
+        """A built layer holds python/ (Lambda's /opt/python); the source tree holds the
+        package itself."""
+        content = self.path.parent / self.resources[name]["Properties"]["ContentUri"]
+        return content / "python" if (content / "python").is_dir() else content
 
     def route(self, event: dict[str, Any]) -> str:
         """The resource the template sends `event` to: a function, or the event bus."""

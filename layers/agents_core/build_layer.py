@@ -121,9 +121,7 @@ def function_requirements(function: str) -> list[str]:
 def build_function(out: Path, function: str, target: Target = LAMBDA) -> Path:
     """A function's own dependencies and the agents_core package, in its artifact `out`."""
     dependencies = install(function_requirements(function), target)
-    shadowing = [name for name in ("boto3", "botocore") if (dependencies / name).exists()]
-    if shadowing:
-        raise SystemExit(f"{function}'s dependencies pulled in {', '.join(shadowing)}")
+    _refuse_runtime_copies(dependencies, f"{function}'s dependencies")
     shutil.copytree(dependencies, out, dirs_exist_ok=True)
     shutil.rmtree(out / PACKAGE.name, ignore_errors=True)
     shutil.copytree(PACKAGE, out / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -178,12 +176,7 @@ def _prune(site: Path) -> None:
 def build(out: Path, target: Target = LAMBDA) -> Path:
     """Lay the layer out in `out` (its `python/` folder is what Lambda mounts at /opt/python)."""
     dependencies = install(layer_requirements(), target)
-    shadowing = [name for name in ("boto3", "botocore") if (dependencies / name).exists()]
-    if shadowing:
-        raise SystemExit(
-            f"a layer dependency pulled in {', '.join(shadowing)}, which the Lambda runtime "
-            "provides: a copy in the layer would shadow the runtime's"
-        )
+    _refuse_runtime_copies(dependencies, "a layer dependency")
     site = out / "python"
     shutil.rmtree(site, ignore_errors=True)
     shutil.copytree(dependencies, site)
@@ -192,6 +185,16 @@ def build(out: Path, target: Target = LAMBDA) -> Path:
     if target is LAMBDA:
         _compile(site, f"python{target.python_version}")
     return site
+
+
+def _refuse_runtime_copies(dependencies: Path, what: str) -> None:
+    """boto3 and botocore are the Lambda runtime's: a copy beside them would shadow its own."""
+    shadowing = [name for name in ("boto3", "botocore") if (dependencies / name).exists()]
+    if shadowing:
+        raise SystemExit(
+            f"{what} pulled in {', '.join(shadowing)}, which the Lambda runtime provides: a"
+            " copy would shadow the runtime's"
+        )
 
 
 def _leave_out(site: Path, config: dict) -> None:
