@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,26 @@ def test_every_example_runs_here_or_says_why_not():
     assert len(RUN) >= 3
 
 
+#: The curl examples pick ids out with `jq -r .field`; where the machine has no jq, this stands
+#: in for exactly that use (CI's machines have it; a bare one need not).
+_JQ = """#!{python}
+import json, sys
+assert sys.argv[1:2] == ["-r"] and sys.argv[2].startswith("."), sys.argv
+print(json.load(sys.stdin)[sys.argv[2][1:]])
+"""
+
+
+@pytest.fixture(scope="module")
+def tools_path(tmp_path_factory) -> str:
+    """PATH for the examples: this one, with a `jq` where there is none."""
+    if shutil.which("jq"):
+        return os.environ["PATH"]
+    folder = tmp_path_factory.mktemp("bin")
+    (folder / "jq").write_text(_JQ.format(python=sys.executable))
+    (folder / "jq").chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
 @pytest.fixture(scope="module")
 def server():
     with started_server() as started:
@@ -86,7 +107,7 @@ def server():
 
 
 @pytest.mark.parametrize(("where", "lang", "code"), RUN, ids=[r[0] for r in RUN])
-def test_the_example_runs_against_the_local_server(server, where, lang, code):
+def test_the_example_runs_against_the_local_server(server, tools_path, where, lang, code):
     host = server.removeprefix("http://")
     code = code.replace("127.0.0.1:8321", host).replace("localhost:8321", host)
     command = [sys.executable, "-c", code] if lang == "python" else ["bash", "-euo", "pipefail"]
@@ -97,7 +118,7 @@ def test_the_example_runs_against_the_local_server(server, where, lang, code):
         text=True,
         timeout=120,
         cwd=ROOT,
-        env={**os.environ, "URL": server, "NO_COLOR": "1"},
+        env={**os.environ, "URL": server, "NO_COLOR": "1", "PATH": tools_path},
     )
     assert ran.returncode == 0, f"{where}:\n{ran.stdout}\n{ran.stderr}"
 
