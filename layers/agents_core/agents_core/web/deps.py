@@ -14,7 +14,7 @@ Tenant = Annotated[str, Depends(tenant)]
 Svc = Annotated[Services, Depends(get_services)]
 
 
-def provider_data(
+async def provider_data(
     x_llamastack_provider_data: Annotated[str | None, Header(max_length=65536)] = None,
 ) -> Any:
     """What the Llama Stack client sends in `X-LlamaStack-Provider-Data` (400 if malformed):
