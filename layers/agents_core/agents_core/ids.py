@@ -34,3 +34,9 @@ def new_id() -> str:
     rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
     value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand_b
     return str(uuid.UUID(int=value))
+
+
+def item_id(prefix: str) -> str:
+    """An id shaped like OpenAI's own (`resp_…`, `msg_…`, `fc_…`): a prefix, then a UUIDv7's
+    hex digits, so they too sort in creation order."""
+    return f"{prefix}_{new_id().replace('-', '')}"

@@ -172,7 +172,7 @@ class BackgroundWorker:
 
         key = StreamKey.response(response_id)
         last = await streams.last_sequence(tenant, key)
-        run._sequence = max(run._sequence, last + 1)  # a crashed invocation's events stay
+        run.output.number_after(last)
         recorder = streams.recorder(tenant, key)
         try:
             async for event in run.events():

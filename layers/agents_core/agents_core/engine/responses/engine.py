@@ -1,0 +1,399 @@
+"""`ResponsesEngine`: a request (or a background run's stored state) made into a ResponseRun:
+its context read (a previous response or a conversation), its input and tools checked, the
+loop's model request built. Everything a request gets wrong is a 4xx here, before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from ...api.common import JsonSchemaResponseFormat
+from ...api.responses import (
+    ConversationReference,
+    CreateOpenaiResponseRequest,
+    OpenAIResponseInputToolFileSearch,
+    OpenAIResponseInputToolFunction,
+    OpenAIResponseInputToolMCP,
+    OpenAIResponseInputToolWebSearch,
+    OpenAIResponseMCPApprovalResponse,
+    OpenAIResponseObjectWithInput,
+    OpenAIResponseText,
+    OpenAIResponseTextFormat,
+    ToolChoiceFunction,
+    ToolChoiceMcp,
+)
+from ...domain import ConversationAppend
+from ...errors import InvalidRequest
+from ...ids import item_id
+from ...inference.router import ModelRouter
+from ...inference.types import (
+    ChatMessage,
+    ChatRequest,
+    ChatToolCall,
+    ModelOptions,
+    Provider,
+    ToolSpec,
+)
+from ...lifecycle import TurnEventPublisher
+from .. import loop as L
+from ..file_search import FileSearchTool
+from ..server_tools import ToolRuntime
+from ..shields import ShieldService, shields_for
+from ..storage import ResponseStorage
+from . import inputs
+from .run import ResponseRun, RunControl
+from .tools import (
+    Approval,
+    McpServer,
+    RequestTools,
+    ServerCall,
+    file_search_tool,
+    request_tools,
+)
+
+
+class ResponsesEngine:
+    def __init__(
+        self,
+        storage: ResponseStorage,
+        models: ModelRouter,
+        limits: L.Limits = L.Limits(),
+        tools: ToolRuntime | None = None,
+        shields: ShieldService | None = None,
+        publisher: TurnEventPublisher | None = None,
+    ) -> None:
+        self.storage = storage
+        self.models = models
+        self.limits = limits
+        self.publisher = publisher
+        self.tools = tools  # None: only function tools
+        self.shields = shields  # None: `guardrails` are refused
+
+    async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
+        tools = await request_tools(self.tools, tenant, body)
+        conversation = await self._in_conversation(tenant, body)
+        previous: list[ChatMessage] = conversation[1] if conversation is not None else []
+        if body.previous_response_id:
+            stored = await self.storage.context(tenant, body.previous_response_id)
+            previous = [ChatMessage.from_dict(m) for m in stored]
+        items = inputs.input_items(body.input)
+        new_input = inputs.input_messages(items, await inputs.read_files(self.tools, items))
+        search = tools.server.get("file_search")
+        if isinstance(search, FileSearchTool):  # the query of a call without one
+            users = [m.content for m in new_input if m.role == "user" and m.content]
+            search.fallback_query = users[-1] if users else ""
+        guardrails = body.guardrails or []
+        shields = await shields_for(
+            self.shields,
+            tenant,
+            guardrails,
+            guardrails,
+            [{"role": m.role, "content": m.content} for m in new_input if m.content],
+        )
+        inputs.refuse_answered_again(previous, new_input)
+        current = previous + new_input
+        approvals = inputs.approvals(current, items)
+        inputs.answer_forgotten_calls(current)
+        current = inputs.fit(current, body.truncation or "disabled", self.limits.context_tokens)
+        text = body.text or OpenAIResponseText(format=OpenAIResponseTextFormat(type="text"))
+        provider, request = self._chat_request(body, current, tools, text)
+        provider.check(request)  # 400 before anything runs
+        response = _response_object(body, items, text)
+        if conversation is not None:
+            response.conversation = ConversationReference(id=conversation[0].conversation_id)
+        limits = self.limits
+        if body.max_tool_calls is not None:
+            calls = min(body.max_tool_calls, limits.max_tool_calls)
+            limits = dataclasses.replace(limits, max_tool_calls=calls)
+        loop = L.AgentLoop(
+            provider,
+            request,
+            L.Tools(client=None, server=tools.server),
+            max_iterations=body.max_infer_iters or 10,
+            limits=limits,
+            stream=bool(body.stream or body.background),  # a background run may be followed
+            new_call_id=lambda: item_id("call"),
+            shields=shields,
+        )
+        return ResponseRun(
+            storage=self.storage,
+            tenant=tenant,
+            response=response,
+            context=current,
+            loop=loop,
+            store=body.store is not False,
+            tools=self.tools,
+            mcp=tools.mcp,
+            approvals=approvals,
+            server_calls=tools.kinds,
+            publisher=self.publisher,
+            conversation=conversation[0] if conversation is not None else None,
+            guardrails=guardrails,
+            include=list(body.include or []),
+        )
+
+    def _chat_request(
+        self,
+        body: CreateOpenaiResponseRequest,
+        conversation: list[ChatMessage],
+        tools: RequestTools,
+        text: OpenAIResponseText,
+    ) -> tuple[Provider, ChatRequest]:
+        """The model's provider, and the first request the loop sends it."""
+        system = [ChatMessage("system", body.instructions)] if body.instructions else []
+        provider, model_id = self.models.resolve(body.model)
+        request = ChatRequest(
+            model=model_id,
+            messages=system + conversation,
+            tools=tools.specs,
+            tool_choice=_tool_choice(body, tools.mcp),
+            response_format=_response_format(text),
+            options=ModelOptions(
+                temperature=body.temperature,
+                top_p=body.top_p,
+                max_tokens=body.max_output_tokens,
+                presence_penalty=body.presence_penalty,
+                frequency_penalty=body.frequency_penalty,
+                top_logprobs=body.top_logprobs,
+                parallel_tool_calls=body.parallel_tool_calls,
+                reasoning_effort=body.reasoning.effort if body.reasoning else None,
+                user=body.safety_identifier or body.user,
+                prompt_cache_key=body.prompt_cache_key,
+            ),
+        )
+        return provider, request
+
+    async def restore(
+        self,
+        tenant: str,
+        state: dict[str, Any],
+        credentials: dict[str, dict[str, Any]],
+        control: RunControl,
+        run_seconds: float | None = None,
+    ) -> ResponseRun:
+        """A run rebuilt from its stored `state()`, to go on under `control`. `credentials`:
+        each MCP server's `headers` and `authorization` by label (never stored with the
+        state); `run_seconds`: what is left of this invocation for the run."""
+        response = OpenAIResponseObjectWithInput.model_validate(state["response"])
+        servers = _mcp_servers(response, credentials)
+        kinds = {
+            name: ServerCall(kind, servers.get(label) if label else None)
+            for name, (kind, label) in state["kinds"].items()
+        }
+        provider, _ = self.models.resolve(response.model)
+        request = _restored_request(state)
+        messages = request.messages
+        guardrails = state["guardrails"]
+        shields = await shields_for(
+            self.shields, tenant, guardrails, guardrails, state["shield_input"]
+        )
+        limits = dataclasses.replace(self.limits, max_tool_calls=state["max_tool_calls"])
+        if run_seconds is not None:
+            limits = dataclasses.replace(limits, run_seconds=min(limits.run_seconds, run_seconds))
+        loop = L.AgentLoop(
+            provider,
+            request,
+            L.Tools(client=None, server=self._restored_tools(tenant, response, kinds, state)),
+            max_iterations=state["max_iterations"],
+            iterations=state["iterations"],
+            tool_calls=state["tool_calls"],
+            limits=limits,
+            stream=state["stream"],
+            new_call_id=lambda: item_id("call"),
+            shields=shields,
+            should_suspend=control.should_suspend,
+        )
+        base, system = state["base"], state["system"]
+        approvals = [
+            Approval(
+                OpenAIResponseMCPApprovalResponse.model_validate(a["answer"]),
+                ChatToolCall(**a["call"]),
+                messages[a["message"]],
+            )
+            for a in state["approvals"]
+        ]
+        conversation = state["conversation"]
+        run = ResponseRun(
+            storage=self.storage,
+            tenant=tenant,
+            response=response,
+            context=messages[system:base],  # the same messages, as the run built them
+            loop=loop,
+            store=state["store"],
+            tools=self.tools,
+            mcp=[servers[label] for label in state["pending_mcp"]],
+            approvals=approvals,
+            server_calls=kinds,
+            publisher=self.publisher,
+            conversation=ConversationAppend(*conversation) if conversation else None,
+            control=control,
+            guardrails=guardrails,
+            include=state["include"],
+            base=base,
+            input_checked=not state["shield_input"],
+            resumed=state["sequence"] > 0,
+        )
+        run.output.restore(state)
+        return run
+
+    def _restored_tools(
+        self,
+        tenant: str,
+        response: OpenAIResponseObjectWithInput,
+        kinds: dict[str, ServerCall],
+        state: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The server tools a stored run had offered, by name, made again."""
+        server_tools: dict[str, Any] = {}
+        for name, call in kinds.items():
+            if call.kind == "file_search":
+                tool = next(
+                    t for t in response.tools if isinstance(t, OpenAIResponseInputToolFileSearch)
+                )
+                search = file_search_tool(self.tools, tenant, tool)
+                search.fallback_query = state["file_search"]["fallback_query"]
+                search.files.update(state["file_search"]["files"])
+                server_tools[name] = search
+            elif call.kind == "web_search":
+                server_tools[name] = self.tools.web_search()[1]
+            elif call.kind == "mcp" and call.server is not None:
+                server_tools[name] = self.tools.mcp_tool(call.server.endpoint, name)
+        return server_tools
+
+    async def _in_conversation(
+        self, tenant: str, body: CreateOpenaiResponseRequest
+    ) -> tuple[ConversationAppend, list[ChatMessage]] | None:
+        """A response in a conversation continues it: its items as the context, and the version
+        they were read at, which the append of this response's items must still find."""
+        if body.conversation is None:
+            return None
+        if body.previous_response_id:
+            raise InvalidRequest("conversation and previous_response_id cannot be used together")
+        if body.store is False:
+            raise InvalidRequest("a response in a conversation is stored: store cannot be false")
+        conversation_id = body.conversation
+        if not isinstance(conversation_id, str):
+            conversation_id = conversation_id.id
+        items, version = await self.storage.conversation_context(tenant, conversation_id)
+        messages = inputs.input_messages(items, await inputs.read_files(self.tools, items))
+        return ConversationAppend(conversation_id, version), messages
+
+
+def _mcp_servers(
+    response: OpenAIResponseObjectWithInput, credentials: dict[str, dict[str, Any]]
+) -> dict[str, McpServer]:
+    """A stored response's MCP servers by label, with the credentials its worker was handed."""
+    servers: dict[str, McpServer] = {}
+    for tool in response.tools:
+        if isinstance(tool, OpenAIResponseInputToolMCP):
+            secret = credentials.get(tool.server_label, {})
+            config = tool.model_copy(
+                update={
+                    "headers": secret.get("headers"),
+                    "authorization": secret.get("authorization"),
+                }
+            )
+            servers[tool.server_label] = McpServer.of(config)
+    return servers
+
+
+def _restored_request(state: dict[str, Any]) -> ChatRequest:
+    response_format = state["response_format"]
+    return ChatRequest(
+        model=state["model"],
+        messages=[ChatMessage.from_dict(m) for m in state["messages"]],
+        tools=[ToolSpec(**spec) for spec in state["tools"]],
+        tool_choice=state["tool_choice"],
+        response_format=(
+            JsonSchemaResponseFormat.model_validate(response_format) if response_format else None
+        ),
+        options=ModelOptions(**state["options"]),
+    )
+
+
+def _response_object(
+    body: CreateOpenaiResponseRequest, items: list[Any], text: OpenAIResponseText
+) -> OpenAIResponseObjectWithInput:
+    """The response as it starts: the request's settings echoed, the specification's defaults
+    for what it left unset. MCP credentials (`headers`, `authorization`) are not echoed or
+    stored."""
+    tools = [
+        tool.model_copy(update={"headers": None, "authorization": None})
+        if isinstance(tool, OpenAIResponseInputToolMCP)
+        else tool
+        for tool in body.tools or []
+    ]
+    settings = body.model_dump(
+        include={
+            "temperature",
+            "top_p",
+            "presence_penalty",
+            "frequency_penalty",
+            "top_logprobs",
+            "truncation",
+            "parallel_tool_calls",
+            "max_output_tokens",
+            "max_tool_calls",
+            "user",
+            "safety_identifier",
+            "prompt_cache_key",
+            "service_tier",
+            "metadata",
+            "reasoning",
+            "tool_choice",
+        },
+        exclude_none=True,
+    )
+    if settings.get("service_tier") == "auto":
+        settings["service_tier"] = "default"  # the tier `auto` chose: there is one
+    return OpenAIResponseObjectWithInput(
+        id=item_id("resp"),
+        created_at=int(time.time()),
+        model=body.model,
+        output=[],
+        status="in_progress",
+        previous_response_id=body.previous_response_id,
+        text=text,
+        instructions=body.instructions,
+        input=items,
+        tools=tools,
+        store=body.store is not False,
+        background=bool(body.background),
+        **settings,
+    )
+
+
+def _tool_choice(body: CreateOpenaiResponseRequest, mcp: list[McpServer]) -> str:
+    """`tool_choice` as the loop's model request names it: auto, none, required, or a tool."""
+    choice = body.tool_choice or "auto"
+    if isinstance(choice, str):
+        return choice
+    if isinstance(choice, ToolChoiceFunction):
+        names = [t.name for t in body.tools or [] if isinstance(t, OpenAIResponseInputToolFunction)]
+        if choice.name not in names:
+            raise InvalidRequest(f"tool_choice names function {choice.name}, not in tools")
+        return choice.name
+    if isinstance(choice, ToolChoiceMcp):
+        if not any(s.config.server_label == choice.server_label for s in mcp):
+            raise InvalidRequest(
+                f"tool_choice names MCP server {choice.server_label}, not in tools"
+            )
+        return choice.name or "required"
+    if choice.type == "file_search":
+        raise InvalidRequest("tool_choice file_search: file_search is not available")
+    if not any(isinstance(t, OpenAIResponseInputToolWebSearch) for t in body.tools or []):
+        raise InvalidRequest(f"tool_choice {choice.type} needs a {choice.type} tool in tools")
+    return "web_search"
+
+
+def _response_format(text: OpenAIResponseText) -> JsonSchemaResponseFormat | None:
+    fmt = text.format
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_schema":
+        if not fmt.schema_:
+            raise InvalidRequest("text.format of type json_schema needs a schema")
+        return JsonSchemaResponseFormat(json_schema=fmt.schema_)
+    return JsonSchemaResponseFormat(json_schema={})  # json_object

@@ -1,0 +1,233 @@
+"""A response's server tools: MCP servers (listed, called, or waiting for approval), web search
+and file search, run here through the engine's ToolRuntime port. Function tools are the
+client's: the model sees them, and their calls end the response.
+
+`request_tools` reads a request's `tools` (400 for what cannot be served); `list_tools` and
+`answer_approval` run at the start of a response, before its first model call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ...api.responses import (
+    CreateOpenaiResponseRequest,
+    McpCallInProgress,
+    McpListToolsCompleted,
+    McpListToolsFailed,
+    McpListToolsInProgress,
+    MCPListToolsTool,
+    McpToolFilter,
+    OpenAIResponseInputToolFileSearch,
+    OpenAIResponseInputToolMCP,
+    OpenAIResponseInputToolWebSearch,
+    OpenAIResponseMCPApprovalResponse,
+    OpenAIResponseOutputMessageMCPCall,
+    OpenAIResponseOutputMessageMCPListTools,
+    StreamEvent,
+)
+from ...errors import InvalidRequest
+from ...ids import item_id
+from ...inference.types import ChatMessage, ChatToolCall, ToolSpec
+from ...log import logger
+from .. import loop as L
+from ..file_search import QUERY_PARAMETERS, FileSearchTool
+from ..server_tools import McpEndpoint, ToolRuntime
+
+if TYPE_CHECKING:
+    from .output import OutputWriter
+
+FILE_SEARCH_DESCRIPTION = (
+    "Search the user's files (their vector stores) for passages about a query; answer from what"
+    " it finds and cite it."
+)
+
+
+@dataclass
+class McpServer:
+    """An MCP server a request names: where it is, and what its tools may do."""
+
+    config: OpenAIResponseInputToolMCP
+    endpoint: McpEndpoint
+
+    @classmethod
+    def of(cls, config: OpenAIResponseInputToolMCP) -> McpServer:
+        headers = dict(config.headers or {})
+        if config.authorization:
+            headers["Authorization"] = f"Bearer {config.authorization}"
+        endpoint = McpEndpoint(url=config.server_url, label=config.server_label, headers=headers)
+        return cls(config, endpoint)
+
+    def allows(self, name: str) -> bool:
+        allowed = self.config.allowed_tools
+        if allowed is None:
+            return True
+        names = allowed.tool_names if isinstance(allowed, McpToolFilter) else allowed
+        return names is None or name in names
+
+    def needs_approval(self, name: str) -> bool:
+        """OpenAI's rule: `never` runs every call, `always` none; with a filter, the tools it
+        lists under `never` run and every other call waits for approval."""
+        rule = self.config.require_approval
+        if isinstance(rule, str):
+            return rule == "always"
+        return not (_named(rule.never, name) and not _named(rule.always, name))
+
+
+def _named(names: list[str] | McpToolFilter | None, name: str) -> bool:
+    if isinstance(names, McpToolFilter):
+        names = names.tool_names
+    return name in (names or [])
+
+
+@dataclass
+class ServerCall:
+    """What a call to a tool name is in this response's output."""
+
+    kind: Literal["mcp", "approval", "web_search", "file_search"]
+    server: McpServer | None = None
+
+
+@dataclass
+class Approval:
+    """An `mcp_approval_response` of the input, the call it answers, and the tool message (in
+    the conversation, right after the call) its outcome fills."""
+
+    answer: OpenAIResponseMCPApprovalResponse
+    call: ChatToolCall
+    result: ChatMessage
+
+
+@dataclass
+class RequestTools:
+    """A request's tools, sorted: what the model is offered now, the MCP servers to list
+    first, the tools run here by name, and what a call to each of those names is."""
+
+    specs: list[ToolSpec]
+    mcp: list[McpServer]
+    server: dict[str, Any]
+    kinds: dict[str, ServerCall]
+
+
+def file_search_tool(
+    runtime: ToolRuntime | None, tenant: str, tool: OpenAIResponseInputToolFileSearch
+) -> FileSearchTool:
+    ranking = tool.ranking_options
+    return FileSearchTool(
+        runtime=runtime,
+        tenant=tenant,
+        vector_store_ids=list(tool.vector_store_ids),
+        max_results=tool.max_num_results or 10,
+        filters=tool.filters,
+        score_threshold=ranking.score_threshold if ranking else None,
+    )
+
+
+async def request_tools(
+    runtime: ToolRuntime | None, tenant: str, body: CreateOpenaiResponseRequest
+) -> RequestTools:
+    """The request's tools: function tools for the model to call and the client to run;
+    web and file search to run here; MCP servers (checked by the outbound guard now, listed
+    when the response runs). 400 for what cannot be served."""
+    found = RequestTools([], [], {}, {})
+    server_side = (
+        OpenAIResponseInputToolMCP
+        | OpenAIResponseInputToolWebSearch
+        | OpenAIResponseInputToolFileSearch
+    )
+    for tool in body.tools or []:
+        if isinstance(tool, server_side) and runtime is None:
+            raise InvalidRequest(f"tool type '{tool.type}' is not available on this deployment")
+        if isinstance(tool, OpenAIResponseInputToolMCP):
+            if any(s.config.server_label == tool.server_label for s in found.mcp):
+                raise InvalidRequest(f"Two mcp tools have the label '{tool.server_label}'")
+            await runtime.check_url(tool.server_url)
+            found.mcp.append(McpServer.of(tool))
+        elif isinstance(tool, OpenAIResponseInputToolFileSearch):
+            spec = ToolSpec("file_search", FILE_SEARCH_DESCRIPTION, QUERY_PARAMETERS)
+            found.specs.append(spec)
+            found.server[spec.name] = file_search_tool(runtime, tenant, tool)
+            found.kinds[spec.name] = ServerCall("file_search")
+        elif isinstance(tool, OpenAIResponseInputToolWebSearch):
+            spec, runner = runtime.web_search()
+            found.specs.append(spec)
+            found.server[spec.name] = runner
+            found.kinds[spec.name] = ServerCall("web_search")
+        else:
+            parameters = tool.parameters or {"type": "object", "properties": {}}
+            found.specs.append(ToolSpec(tool.name, tool.description or "", parameters))
+    names = [spec.name for spec in found.specs]
+    if len(set(names)) < len(names):
+        raise InvalidRequest(f"Tool names must be unique; got {names}")
+    return found
+
+
+async def list_tools(
+    output: OutputWriter, runtime: ToolRuntime, server: McpServer, loop: L.AgentLoop
+) -> AsyncIterator[StreamEvent]:
+    """List an MCP server's tools as an `mcp_list_tools` item, and offer them to the model.
+    A server that cannot be listed is reported in the item; the response goes on without
+    its tools."""
+    label = server.config.server_label
+    item = OpenAIResponseOutputMessageMCPListTools(id=item_id("mcpl"), server_label=label, tools=[])
+    yield output.add(item)
+    index = output.index(item)
+    yield output.event(McpListToolsInProgress, item_id=item.id, output_index=index)
+    try:
+        specs = await runtime.mcp_tools(server.endpoint)
+    except Exception as err:
+        logger.warning("could not list an MCP server's tools", extra={"server": label})
+        item.error = str(err) or type(err).__name__
+        yield output.event(McpListToolsFailed, item_id=item.id, output_index=index)
+        yield output.done(item)
+        return
+    offered = {spec.name for spec in loop.request.tools}
+    for spec in specs:
+        if not server.allows(spec.name) or spec.name in offered:
+            continue  # a name taken by another tool keeps its first owner
+        offered.add(spec.name)
+        loop.request.tools.append(spec)
+        item.tools.append(
+            MCPListToolsTool(
+                name=spec.name, description=spec.description, input_schema=spec.parameters
+            )
+        )
+        if server.needs_approval(spec.name):
+            output.kinds[spec.name] = ServerCall("approval", server)
+        else:
+            output.kinds[spec.name] = ServerCall("mcp", server)
+            loop.tools.server[spec.name] = runtime.mcp_tool(server.endpoint, spec.name)
+    yield output.event(McpListToolsCompleted, item_id=item.id, output_index=index)
+    yield output.done(item)
+
+
+async def answer_approval(
+    output: OutputWriter, runtime: ToolRuntime | None, approval: Approval
+) -> AsyncIterator[StreamEvent]:
+    """Run an approved call as an `mcp_call` item, or tell the model the caller declined."""
+    call, answer = approval.call, approval.answer
+    kind = output.kinds.get(call.name)
+    if not answer.approve:
+        reason = f": {answer.reason}" if answer.reason else ""
+        approval.result.content = f"The user declined the call to `{call.name}`{reason}"
+        return
+    if kind is None or kind.server is None or runtime is None:
+        approval.result.content = f"Tool `{call.name}` is not offered in this request."
+        return
+    item = OpenAIResponseOutputMessageMCPCall(
+        id=item_id("mcp"),
+        name=call.name,
+        arguments=call.arguments,
+        server_label=kind.server.config.server_label,
+        status="in_progress",
+        approval_request_id=answer.approval_request_id,
+    )
+    yield output.add(item)
+    yield output.event(McpCallInProgress, item_id=item.id, output_index=output.index(item))
+    tool = runtime.mcp_tool(kind.server.endpoint, call.name)
+    result = await L.run_tool(tool, call)
+    approval.result.content = result.content
+    for out in output.mcp_call_done(item, result):
+        yield out
