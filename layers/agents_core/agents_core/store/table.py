@@ -138,6 +138,19 @@ class Table:
                 return items
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
+    def query_up_to(self, params: dict[str, Any], wanted: int) -> list[dict[str, Any]]:
+        """At most `wanted` items of a query, in pages of at least 25 (a filter may drop
+        some of each page)."""
+        items: list[dict[str, Any]] = []
+        kwargs = {"TableName": self.name, **params}
+        while len(items) < wanted:
+            resp = self.client.query(**kwargs, Limit=max(wanted - len(items), 25))
+            items.extend(resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                break
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return items[:wanted]
+
     def page(
         self, params: dict[str, Any], start_index: int, limit: int
     ) -> tuple[list[dict[str, Any]], bool]:
