@@ -18,7 +18,7 @@ from ..api.agents import (
     Turn,
 )
 from ..domain import AWAITING_INPUT
-from ..engine.turns import TurnRun
+from ..engine.turn_run import TurnRun
 from ..errors import InvalidRequest, NotFound
 from ..log import logger
 from ..services import Services
