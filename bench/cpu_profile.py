@@ -4,8 +4,9 @@ moto server and the scripted model in processes of their own (peers.py).
 
 Each figure is the server's utime + stime (and, finer, the on-CPU time of its threads from
 /proc/<pid>/task/*/schedstat) over N runs driven over one kept-alive HTTP connection, divided
-by N. `--profile DIR` also records each server with py-spy (raw collapsed stacks, one file per
-function, samples taken while a thread holds the GIL) while it is measured. `--compare DIR`
+by N. `--profile DIR` then records each server with py-spy (raw collapsed stacks, one file per
+function, samples taken while a thread holds the GIL) over another N runs, not measured: py-spy
+stops the process for each sample, which doubles the CPU it uses. `--compare DIR`
 measures another checkout (its functions/ and layers/; e.g. `git archive HEAD~1 | tar -x -C
 DIR`) in the same run, over the same peers, first.
 
@@ -94,13 +95,17 @@ def streamed(http, url: str, body: dict, marker: str) -> None:
 
 
 class Meter:
-    """CPU of one process over what runs inside `measure()`, summed."""
+    """CPU of one process over what runs inside `measure()`, summed; `counting=False` (a
+    profiled pass) runs it without counting."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.ticks, self.sched = pid, 0.0, 0.0
+        self.pid, self.ticks, self.sched, self.counting = pid, 0.0, 0.0, True
 
     @contextmanager
     def measure(self):
+        if not self.counting:
+            yield
+            return
         before = cpu_seconds(self.pid)
         yield
         time.sleep(0.05)  # what the server does after the stream ends (lifecycle events)
@@ -158,8 +163,15 @@ def run(args: argparse.Namespace, root: Path, aws_endpoint: str, model_url: str)
     http = httpx.Client(timeout=30)
     n = args.runs
 
-    def out(name: str) -> Path | None:
-        return args.profile / root.name / f"{name}.txt" if args.profile else None
+    def metered(name: str, pid: int, runs) -> Meter:
+        """`runs(meter)` measured, then (with --profile) run again under py-spy."""
+        meter = Meter(pid)
+        runs(meter)
+        if args.profile:
+            meter.counting = False
+            with profiled(pid, args.profile / root.name / f"{name}.txt"):
+                runs(meter)
+        return meter
 
     with ExitStack() as stack:
         servers = {
@@ -196,13 +208,15 @@ def run(args: argparse.Namespace, root: Path, aws_endpoint: str, model_url: str)
         warm = session()
         for i in range(5):
             turn(*warm, f"warm {i}")
-        turns = Meter(turns_pid)
-        with profiled(turns_pid, out("turns")):
+
+        def turn_runs(meter: Meter) -> None:
             for _ in range(args.repeat):
                 agent, session_id = session()
                 for i in range(n):
-                    with turns.measure():
+                    with meter.measure():
                         turn(agent, session_id, f"question {i}")
+
+        turns = metered("turns", turns_pid, turn_runs)
 
         responses_url, responses_pid = servers["responses"]
 
@@ -212,11 +226,13 @@ def run(args: argparse.Namespace, root: Path, aws_endpoint: str, model_url: str)
 
         for i in range(5):
             response(f"warm {i}")
-        responses = Meter(responses_pid)
-        with profiled(responses_pid, out("responses")):
+
+        def response_runs(meter: Meter) -> None:
             for i in range(n * args.repeat):
-                with responses.measure():
+                with meter.measure():
                     response(f"question {i}")
+
+        responses = metered("responses", responses_pid, response_runs)
 
         resume_url, resume_pid = servers["resume"]
 
@@ -242,14 +258,16 @@ def run(args: argparse.Namespace, root: Path, aws_endpoint: str, model_url: str)
         tool_session = session(client_tools=[weather])
         for _ in range(5):
             resume(*tool_session, *paused(*tool_session))
-        resumes = Meter(resume_pid)
-        with profiled(resume_pid, out("resume")):
+
+        def resume_runs(meter: Meter) -> None:
             for _ in range(args.repeat):
                 tool_session = session(client_tools=[weather])
                 for _ in range(n):
                     waiting = paused(*tool_session)
-                    with resumes.measure():
+                    with meter.measure():
                         resume(*tool_session, *waiting)
+
+        resumes = metered("resume", resume_pid, resume_runs)
 
     n *= args.repeat
     print(f"CPU of the server process per run (ms; {n} runs each; utime+stime / schedstat)")
