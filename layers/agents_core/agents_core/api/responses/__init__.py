@@ -95,12 +95,14 @@ from .objects import (
     ToolChoiceMcp,
 )
 from .tools import (
+    NAMESPACE_SEPARATOR,
     ApprovalFilter,
     McpToolFilter,
     OpenAIResponseInputTool,
     OpenAIResponseInputToolFileSearch,
     OpenAIResponseInputToolFunction,
     OpenAIResponseInputToolMCP,
+    OpenAIResponseInputToolNamespace,
     OpenAIResponseInputToolWebSearch,
     SearchRankingOptions,
 )
@@ -150,7 +152,9 @@ __all__ = [
     "OpenAIResponseInputMessageContentText",
     "OpenAIResponseInputTool",
     "OpenAIResponseInputToolFileSearch",
+    "NAMESPACE_SEPARATOR",
     "OpenAIResponseInputToolFunction",
+    "OpenAIResponseInputToolNamespace",
     "OpenAIResponseInputToolMCP",
     "OpenAIResponseInputToolWebSearch",
     "OpenAIResponseMCPApprovalRequest",

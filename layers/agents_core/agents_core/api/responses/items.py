@@ -158,6 +158,7 @@ class OpenAIResponseOutputMessageFunctionToolCall(ApiModel):
     type: Literal["function_call"] = "function_call"
     id: ItemId | None = None
     status: str | None = None
+    namespace: str | None = None  # the namespace tool the function belongs to, if any
 
 
 class OpenAIResponseInputFunctionToolCallOutput(ApiModel):

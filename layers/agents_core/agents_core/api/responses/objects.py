@@ -203,3 +203,20 @@ class CreateOpenaiResponseRequest(ApiModel):
         default=None, max_length=16
     )
     conversation: Annotated[str, Field(pattern=ID)] | ConversationReference | None = None
+    # Sent by Codex CLI (its turn's ids); accepted and not stored: it says nothing the
+    # response needs, and the table keeps only what a response is.
+    client_metadata: dict[str, Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=32
+    )
+    # 400 when set: a stored prompt template (the Prompts API is not served yet), and
+    # moderation (send `guardrails`, shield ids, for that).
+    prompt: dict[str, Any] | None = None
+    moderation: dict[str, Any] | None = None
+    # Accepted and ignored: no compaction yet, no prompt cache to steer, no completion windows,
+    # no image generation, no access programs.
+    context_management: list[dict[str, Any]] | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    background_options: dict[str, Any] | None = None
+    image: dict[str, Any] | None = None
+    access_programs: Any = None

@@ -1,4 +1,5 @@
-"""The tools a request offers the model: web search, file search, functions, MCP servers."""
+"""The tools a request offers the model: web search, file search, functions (alone or grouped in
+a namespace), MCP servers."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ class OpenAIResponseInputToolWebSearch(ApiModel):
         "web_search"
     )
     search_context_size: str | None = "medium"
+    # False: cached results only, no live fetch. This deployment has no cache of its own, so
+    # the tool is then not offered to the model (docs/architecture.md, "Responses fields").
+    external_web_access: bool | None = None
+    filters: dict[str, Any] | None = None  # accepted, not applied by the search provider
+    user_location: dict[str, Any] | None = None  # accepted, not applied
 
 
 class SearchRankingOptions(ApiModel):
@@ -32,11 +38,34 @@ class OpenAIResponseInputToolFileSearch(ApiModel):
 
 
 class OpenAIResponseInputToolFunction(ApiModel):
+    model_config = ApiModel.model_config | {"populate_by_name": True, "serialize_by_alias": True}
+
     type: Literal["function"] = "function"
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+    # Accepted as OpenAI's API takes them; every function is offered to the model at once and
+    # its output is a string (docs/architecture.md, "Responses fields").
+    defer_loading: bool | None = None
+    allowed_callers: list[str] | None = None
+    output_schema: dict[str, Any] | None = None
+    async_: bool | None = Field(default=None, alias="async")
+
+
+#: Between a namespace's name and its function's, in the tool name the chat model sees.
+NAMESPACE_SEPARATOR = "__"
+
+
+class OpenAIResponseInputToolNamespace(ApiModel):
+    """Functions grouped under a name (Codex CLI sends its sub-agent tools so). The model sees
+    each as `<namespace>__<name>`; its calls come back as `function_call` items with `name` and
+    `namespace`."""
+
+    type: Literal["namespace"] = "namespace"
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str = Field(max_length=4096)
+    tools: list[OpenAIResponseInputToolFunction] = Field(min_length=1, max_length=128)
 
 
 class McpToolFilter(ApiModel):
@@ -67,6 +96,7 @@ OpenAIResponseInputTool = Annotated[
     OpenAIResponseInputToolWebSearch
     | OpenAIResponseInputToolFileSearch
     | OpenAIResponseInputToolFunction
+    | OpenAIResponseInputToolNamespace
     | OpenAIResponseInputToolMCP,
     Field(discriminator="type"),
 ]

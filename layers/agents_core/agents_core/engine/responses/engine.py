@@ -72,6 +72,15 @@ class ResponsesEngine:
         self.shields = shields  # None: `guardrails` are refused
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
+        if body.prompt is not None:
+            raise InvalidRequest(
+                "prompt: stored prompt templates are not served by this deployment yet;"
+                " send instructions and input"
+            )
+        if body.moderation is not None:
+            raise InvalidRequest(
+                "moderation: send guardrails (shield ids) to check the input and each answer"
+            )
         tools = await request_tools(self.tools, tenant, body)
         conversation = await self._in_conversation(tenant, body)
         previous: list[ChatMessage] = conversation[1] if conversation is not None else []
@@ -132,6 +141,7 @@ class ResponsesEngine:
             conversation=conversation[0] if conversation is not None else None,
             guardrails=guardrails,
             include=list(body.include or []),
+            namespaced=tools.namespaced,
         )
 
     def _chat_request(
@@ -231,6 +241,7 @@ class ResponsesEngine:
             control=control,
             guardrails=guardrails,
             include=state["include"],
+            namespaced={name: tuple(pair) for name, pair in state.get("namespaced", {}).items()},
             base=base,
             input_checked=not state["shield_input"],
             resumed=state["sequence"] > 0,

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...api.responses import (
+    NAMESPACE_SEPARATOR,
     OpenAIResponseInputFunctionToolCallOutput,
     OpenAIResponseInputMessageContentFile,
     OpenAIResponseInputMessageContentImage,
@@ -212,7 +213,10 @@ def input_messages(
                     message.content = "\n\n".join(filter(None, [message.content, content]))
             messages.append(message)
         elif isinstance(item, OpenAIResponseOutputMessageFunctionToolCall):
-            call = ChatToolCall(item.call_id, item.name, item.arguments)
+            name = item.name
+            if item.namespace:
+                name = f"{item.namespace}{NAMESPACE_SEPARATOR}{name}"
+            call = ChatToolCall(item.call_id, name, item.arguments)
             if messages and messages[-1].role == "assistant":
                 messages[-1].tool_calls.append(call)
             else:

@@ -76,10 +76,12 @@ class OutputWriter:
         kinds: dict[str, ServerCall],
         include: list[str],
         file_search: FileSearchTool | None,
+        namespaced: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         self.response = response
         self.kinds = kinds  # tool name -> what its calls are; grows as MCP servers are listed
         self.include = include  # what the request asked to include (file search results)
+        self.namespaced = namespaced or {}  # a namespace's function: (namespace, name) by tool
         self.usage: Usage | None = None
         self.last_finish = "stop"  # the last model reply's finish reason
         self._messages = messages
@@ -103,6 +105,7 @@ class OutputWriter:
             "sequence": self._sequence,
             "usage": dataclasses.asdict(self.usage) if self.usage else None,
             "last_finish": self.last_finish,
+            "namespaced": self.namespaced,
             "kinds": {
                 name: [kind.kind, kind.server.config.server_label if kind.server else None]
                 for name, kind in self.kinds.items()
@@ -348,8 +351,14 @@ class OutputWriter:
         kind = self.kinds.get(name)
         item: Any
         if kind is None:
+            namespace, function = self.namespaced.get(name, (None, name))
             item = OpenAIResponseOutputMessageFunctionToolCall(
-                id=item_id("fc"), call_id=call_id, name=name, arguments="", status="in_progress"
+                id=item_id("fc"),
+                call_id=call_id,
+                name=function,
+                namespace=namespace,
+                arguments="",
+                status="in_progress",
             )
         elif kind.kind == "web_search":
             item = OpenAIResponseOutputMessageWebSearchToolCall(

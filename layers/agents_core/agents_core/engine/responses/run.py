@@ -106,6 +106,7 @@ class ResponseRun:
         control: RunControl | None = None,
         guardrails: list[str] | None = None,
         include: list[str] | None = None,
+        namespaced: dict[str, tuple[str, str]] | None = None,
         base: int | None = None,
         input_checked: bool = False,
         resumed: bool = False,
@@ -129,7 +130,12 @@ class ResponseRun:
         found = loop.tools.server.get("file_search")
         self._file_search = found if isinstance(found, FileSearchTool) else None
         self.output = OutputWriter(
-            response, loop.request.messages, server_calls or {}, include or [], self._file_search
+            response,
+            loop.request.messages,
+            server_calls or {},
+            include or [],
+            self._file_search,
+            namespaced,
         )
         self._base = len(loop.request.messages) if base is None else base  # the loop adds after
         self._input_checked = input_checked  # the input shields ran (not rerun on continuing)

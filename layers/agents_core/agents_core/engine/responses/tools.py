@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...api.responses import (
+    NAMESPACE_SEPARATOR,
     CreateOpenaiResponseRequest,
     McpCallInProgress,
     McpListToolsCompleted,
@@ -22,6 +23,7 @@ from ...api.responses import (
     McpToolFilter,
     OpenAIResponseInputToolFileSearch,
     OpenAIResponseInputToolMCP,
+    OpenAIResponseInputToolNamespace,
     OpenAIResponseInputToolWebSearch,
     OpenAIResponseMCPApprovalResponse,
     OpenAIResponseOutputMessageMCPCall,
@@ -103,12 +105,14 @@ class Approval:
 @dataclass
 class RequestTools:
     """A request's tools, sorted: what the model is offered now, the MCP servers to list
-    first, the tools run here by name, and what a call to each of those names is."""
+    first, the tools run here by name, what a call to each of those names is, and the
+    functions of namespaces by the name the model sees (namespace, function)."""
 
     specs: list[ToolSpec]
     mcp: list[McpServer]
     server: dict[str, Any]
     kinds: dict[str, ServerCall]
+    namespaced: dict[str, tuple[str, str]]
 
 
 def file_search_tool(
@@ -131,13 +135,15 @@ async def request_tools(
     """The request's tools: function tools for the model to call and the client to run;
     web and file search to run here; MCP servers (checked by the outbound guard now, listed
     when the response runs). 400 for what cannot be served."""
-    found = RequestTools([], [], {}, {})
+    found = RequestTools([], [], {}, {}, {})
     server_side = (
         OpenAIResponseInputToolMCP
         | OpenAIResponseInputToolWebSearch
         | OpenAIResponseInputToolFileSearch
     )
     for tool in body.tools or []:
+        if isinstance(tool, OpenAIResponseInputToolWebSearch) and tool.external_web_access is False:
+            continue  # cached results only: this deployment has none, so no search at all
         if isinstance(tool, server_side) and runtime is None:
             raise InvalidRequest(f"tool type '{tool.type}' is not available on this deployment")
         if isinstance(tool, OpenAIResponseInputToolMCP):
@@ -155,13 +161,23 @@ async def request_tools(
             found.specs.append(spec)
             found.server[spec.name] = runner
             found.kinds[spec.name] = ServerCall("web_search")
+        elif isinstance(tool, OpenAIResponseInputToolNamespace):
+            for function in tool.tools:
+                name = f"{tool.name}{NAMESPACE_SEPARATOR}{function.name}"
+                found.namespaced[name] = (tool.name, function.name)
+                found.specs.append(_function_spec(name, function, tool.description))
         else:
-            parameters = tool.parameters or {"type": "object", "properties": {}}
-            found.specs.append(ToolSpec(tool.name, tool.description or "", parameters))
+            found.specs.append(_function_spec(tool.name, tool))
     names = [spec.name for spec in found.specs]
     if len(set(names)) < len(names):
         raise InvalidRequest(f"Tool names must be unique; got {names}")
     return found
+
+
+def _function_spec(name: str, function: Any, namespace: str = "") -> ToolSpec:
+    parameters = function.parameters or {"type": "object", "properties": {}}
+    description = " ".join(filter(None, [namespace, function.description]))
+    return ToolSpec(name, description, parameters)
 
 
 async def list_tools(

@@ -1,0 +1,125 @@
+"""The request fields of `responses.create`: every field the installed openai SDK can send is
+accepted (and honoured, or ignored as docs/architecture.md says); namespace tools; a field no
+spec knows is a 400 naming it."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+import openai
+import pytest
+from agents_core.api.responses import (
+    CreateOpenaiResponseRequest,
+    OpenAIResponseInputToolFunction,
+    OpenAIResponseInputToolNamespace,
+    OpenAIResponseInputToolWebSearch,
+)
+from openai.types.responses import (
+    function_tool_param,
+    namespace_tool_param,
+    response_create_params,
+    web_search_tool_param,
+)
+
+from .local_server import running_server
+
+LOOKUP = {
+    "type": "function",
+    "name": "lookup",
+    "description": "Find a customer",
+    "parameters": {"type": "object", "properties": {"email": {"type": "string"}}},
+}
+CRM = {"type": "namespace", "name": "crm", "description": "The CRM's tools.", "tools": [LOOKUP]}
+
+
+def fields(typed_dict: type) -> set[str]:
+    return set(typing.get_type_hints(typed_dict))
+
+
+def names(model: type) -> set[str]:
+    return {info.alias or name for name, info in model.model_fields.items()}
+
+
+@pytest.mark.parametrize(
+    "sdk, ours",
+    [
+        (response_create_params.ResponseCreateParamsStreaming, CreateOpenaiResponseRequest),
+        (function_tool_param.FunctionToolParam, OpenAIResponseInputToolFunction),
+        (namespace_tool_param.NamespaceToolParam, OpenAIResponseInputToolNamespace),
+        (namespace_tool_param.ToolFunction, OpenAIResponseInputToolFunction),
+        (web_search_tool_param.WebSearchToolParam, OpenAIResponseInputToolWebSearch),
+    ],
+)
+def test_every_field_the_installed_openai_sdk_sends_is_a_field_here(sdk, ours):
+    """A new field in the SDK fails this test until it is accepted here (and documented)."""
+    assert fields(sdk) - names(ours) == set()
+
+
+@pytest.fixture(scope="module")
+def base(model):
+    with running_server({"OPENAI_BASE_URL": model.url}) as (url, _):
+        yield url
+
+
+@pytest.fixture
+def client(base, model):
+    model.reset()
+    return openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+
+
+def test_a_namespace_functions_call_comes_back_with_its_namespace_and_goes_on(client, model):
+    model.reply(tool_calls=[("crm__lookup", json.dumps({"email": "a@example.com"}))])
+    first = client.responses.create(
+        model="m", input="who is a@example.com?", tools=[CRM], store=False
+    )
+    offered = model.requests[-1]["tools"][0]["function"]
+    assert offered["name"] == "crm__lookup" and offered["description"].startswith(
+        "The CRM's tools."
+    )
+    call = first.output[0]
+    assert call.type == "function_call" and (call.name, call.namespace) == ("lookup", "crm")
+    model.reply(text="That is Ada.")
+    replay = [
+        {"role": "user", "content": "who is a@example.com?"},
+        call.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "Ada Lovelace"},
+    ]
+    second = client.responses.create(model="m", input=replay, tools=[CRM], store=False)
+    assert second.output_text == "That is Ada."
+    sent = model.requests[-1]["messages"]
+    assert sent[1]["tool_calls"][0]["function"]["name"] == "crm__lookup"
+    assert sent[2] == {"role": "tool", "tool_call_id": call.call_id, "content": "Ada Lovelace"}
+
+
+def test_codex_cli_s_fields_are_accepted(client, model):
+    """`client_metadata` is accepted and not stored; a web search without live access is not
+    offered (there is no cache to search); the ignored fields change nothing."""
+    model.reply(text="ok")
+    response = client.responses.create(
+        model="m",
+        input="hi",
+        tools=[{"type": "web_search", "external_web_access": False}, LOOKUP],
+        reasoning={"summary": "auto"},
+        include=["reasoning.encrypted_content"],
+        prompt_cache_retention="24h",
+        extra_body={"client_metadata": {"turn_id": "t1"}, "context_management": []},
+    )
+    assert response.status == "completed" and response.output_text == "ok"
+    assert [t["function"]["name"] for t in model.requests[-1]["tools"]] == ["lookup"]
+    stored = client.responses.retrieve(response.id).model_dump()
+    assert "t1" not in json.dumps(stored)
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        ({"prompt": {"id": "pmpt_1"}}, "prompt"),
+        ({"moderation": {"model": "omni-moderation-latest"}}, "guardrails"),
+    ],
+)
+def test_fields_this_deployment_cannot_honour_are_a_400_saying_so(client, model, extra, named):
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="m", input="hi", extra_body=extra)
+    assert named in refused.value.message
+    assert model.requests == []  # nothing ran
