@@ -11,6 +11,7 @@ from pydantic.warnings import UnsupportedFieldAttributeWarning
 
 from ..services import Services
 from .common import ALIASES
+from .encoding import DecompressBodies
 from .errors import install_error_handlers
 from .openapi import install_openapi
 
@@ -24,6 +25,7 @@ def create_app(*routers: APIRouter, services: Services, lifespan: Any = None) ->
     )
     app = FastAPI(title="serverless-agents", version="0.1.0", lifespan=lifespan)
     app.state.services = services
+    app.add_middleware(DecompressBodies)
     install_error_handlers(app)
     install_openapi(app)
     for router in routers:

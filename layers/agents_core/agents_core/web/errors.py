@@ -65,7 +65,7 @@ def error_type(status: int) -> str:
     return "server_error" if status >= 500 else "invalid_request_error"
 
 
-def _error(
+def error_response(
     request: Request,
     status: int,
     message: str,
@@ -127,24 +127,24 @@ def install_error_handlers(app: FastAPI) -> None:
         if has_body and media_type != "application/json":
             # FastAPI reads a body as JSON only under that type (`curl -d` sends a form type).
             shown = media_type or "none"
-            return _error(
+            return error_response(
                 request,
                 415,
                 f"Send the body as JSON with Content-Type: application/json (got {shown})",
             )
         errors = list(exc.errors())
         param, code = _param_and_code(errors)
-        return _error(request, 400, validation_message(errors), param=param, code=code)
+        return error_response(request, 400, validation_message(errors), param=param, code=code)
 
     @app.exception_handler(ServiceError)
     async def _known(request: Request, exc: ServiceError) -> JSONResponse:
         if isinstance(exc, RunFailed):
             return JSONResponse(exc.body(), status_code=exc.status)
-        return _error(request, exc.status, str(exc))
+        return error_response(request, exc.status, str(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        answer = _error(request, exc.status_code, str(exc.detail))
+        answer = error_response(request, exc.status_code, str(exc.detail))
         if exc.status_code == 405:  # Starlette's own `Allow` names one route's methods only
             answer.headers["Allow"] = ", ".join(allowed_methods(request))
         return answer
@@ -153,6 +153,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         if status_of(exc) == 503:
             logger.warning("AWS unavailable", extra={"error": str(exc)})
-            return _error(request, 503, "Storage is unavailable for a moment; retry the request")
+            return error_response(
+                request, 503, "Storage is unavailable for a moment; retry the request"
+            )
         logger.exception("unhandled error")
-        return _error(request, 500, "Internal server error")
+        return error_response(request, 500, "Internal server error")
