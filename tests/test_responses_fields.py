@@ -123,3 +123,22 @@ def test_fields_this_deployment_cannot_honour_are_a_400_saying_so(client, model,
         client.responses.create(model="m", input="hi", extra_body=extra)
     assert named in refused.value.message
     assert model.requests == []  # nothing ran
+
+
+def test_input_tokens_counts_a_would_be_request_with_its_context_and_tools(client, model):
+    """The openai SDK's `responses.input_tokens.count`: the context window's estimate (4
+    characters a token) of instructions, context, input and tools; nothing runs."""
+    model.reply(text="x" * 400)
+    first = client.responses.create(model="m", input="a" * 400)
+    model.reset()
+    alone = client.responses.input_tokens.count(model="m", input="b" * 400)
+    assert alone.object == "response.input_tokens" and alone.input_tokens == 101
+    chained = client.responses.input_tokens.count(
+        model="m", input="b" * 400, previous_response_id=first.id, instructions="c" * 40
+    )
+    assert chained.input_tokens == (400 + 400 + 400 + 40) // 4 + 1
+    with_tools = client.responses.input_tokens.count(model="m", input="b" * 400, tools=[CRM])
+    assert with_tools.input_tokens > alone.input_tokens
+    assert model.requests == []
+    with pytest.raises(openai.NotFoundError):
+        client.responses.input_tokens.count(model="m", input="hi", previous_response_id="resp_nope")

@@ -11,7 +11,9 @@ from fastapi import APIRouter, Path, Query, Response
 from ..api.common import Order
 from ..api.responses import (
     MAX_MODEL_ID_LENGTH,
+    CountInputTokensRequest,
     CreateOpenaiResponseRequest,
+    InputTokenCount,
     ListOpenAIResponseInputItem,
     ListOpenAIResponseObject,
     OpenAIDeleteResponseObject,
@@ -45,6 +47,17 @@ async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc
         )
         return sse_response(_frames(run.events()), recorder)
     return json_response(await run.result())  # RunFailed: the error handler answers
+
+
+@router.post("/input_tokens", response_model=InputTokenCount)
+async def count_input_tokens(
+    body: CountInputTokensRequest, tenant: Tenant, svc: Svc
+) -> InputTokenCount:
+    """The input tokens a response with this input, context and tools would start with,
+    estimated as the context window is kept (4 characters a token); nothing runs or is
+    stored."""
+    count = await svc.responses_engine.input_tokens(tenant, body)
+    return InputTokenCount(input_tokens=count)
 
 
 async def _frames(events: AsyncIterator[Any]) -> AsyncIterator[Frame]:

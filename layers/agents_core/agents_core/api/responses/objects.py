@@ -220,3 +220,26 @@ class CreateOpenaiResponseRequest(ApiModel):
     background_options: dict[str, Any] | None = None
     image: dict[str, Any] | None = None
     access_programs: Any = None
+
+
+class CountInputTokensRequest(ApiModel):
+    """What `responses.input_tokens.count` sends: a would-be request's input, context and
+    tools."""
+
+    model: str | None = Field(default=None, max_length=MAX_MODEL_ID_LENGTH)
+    input: str | list[OpenAIResponseInput] | None = None
+    instructions: str | None = None
+    previous_response_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,128}$")
+    conversation: Annotated[str, Field(pattern=ID)] | ConversationReference | None = None
+    tools: list[OpenAIResponseInputTool] | None = None
+    tool_choice: Literal["auto", "none", "required"] | ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    reasoning: OpenAIResponseReasoning | None = None
+    text: OpenAIResponseText | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    personality: str | None = Field(default=None, max_length=64)
+
+
+class InputTokenCount(ApiModel):
+    object: Literal["response.input_tokens"] = "response.input_tokens"
+    input_tokens: int

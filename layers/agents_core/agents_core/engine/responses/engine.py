@@ -12,6 +12,7 @@ from typing import Any
 from ...api.common import JsonSchemaResponseFormat
 from ...api.responses import (
     ConversationReference,
+    CountInputTokensRequest,
     CreateOpenaiResponseRequest,
     OpenAIResponseInputToolFileSearch,
     OpenAIResponseInputToolFunction,
@@ -88,7 +89,7 @@ class ResponsesEngine:
             stored = await self.storage.context(tenant, body.previous_response_id)
             previous = [ChatMessage.from_dict(m) for m in stored]
         items = inputs.input_items(body.input)
-        new_input = inputs.input_messages(items, await inputs.read_files(self.tools, items))
+        new_input = await self._messages(items)
         search = tools.server.get("file_search")
         if isinstance(search, FileSearchTool):  # the query of a call without one
             users = [m.content for m in new_input if m.role == "user" and m.content]
@@ -273,6 +274,25 @@ class ResponsesEngine:
                 server_tools[name] = self.tools.mcp_tool(call.server.endpoint, name)
         return server_tools
 
+    async def input_tokens(self, tenant: str, body: CountInputTokensRequest) -> int:
+        """The input tokens of a would-be request: its instructions, context (a previous
+        response's or a conversation's), input and tools, as the context window counts them
+        (`inputs.estimated_tokens`; with `truncation: auto`, what is left after fitting)."""
+        tools = await request_tools(self.tools, tenant, body)
+        previous: list[ChatMessage] = []
+        if body.conversation is not None and body.previous_response_id:
+            raise InvalidRequest("conversation and previous_response_id cannot be used together")
+        if body.conversation is not None:
+            previous = (await self._conversation(tenant, body.conversation))[1]
+        elif body.previous_response_id:
+            stored = await self.storage.context(tenant, body.previous_response_id)
+            previous = [ChatMessage.from_dict(m) for m in stored]
+        current = previous + await self._messages(inputs.input_items(body.input or []))
+        if body.truncation == "auto":
+            current = inputs.fit(current, "auto", self.limits.context_tokens)
+        system = [ChatMessage("system", body.instructions)] if body.instructions else []
+        return inputs.estimated_tokens(system + current, tools.specs)
+
     async def _in_conversation(
         self, tenant: str, body: CreateOpenaiResponseRequest
     ) -> tuple[ConversationAppend, list[ChatMessage]] | None:
@@ -284,12 +304,18 @@ class ResponsesEngine:
             raise InvalidRequest("conversation and previous_response_id cannot be used together")
         if body.store is False:
             raise InvalidRequest("a response in a conversation is stored: store cannot be false")
-        conversation_id = body.conversation
-        if not isinstance(conversation_id, str):
-            conversation_id = conversation_id.id
+        return await self._conversation(tenant, body.conversation)
+
+    async def _conversation(
+        self, tenant: str, conversation: str | ConversationReference
+    ) -> tuple[ConversationAppend, list[ChatMessage]]:
+        conversation_id = conversation if isinstance(conversation, str) else conversation.id
         items, version = await self.storage.conversation_context(tenant, conversation_id)
-        messages = inputs.input_messages(items, await inputs.read_files(self.tools, items))
-        return ConversationAppend(conversation_id, version), messages
+        return ConversationAppend(conversation_id, version), await self._messages(items)
+
+    async def _messages(self, items: list[Any]) -> list[ChatMessage]:
+        """Input items as chat messages, their files read."""
+        return inputs.input_messages(items, await inputs.read_files(self.tools, items))
 
 
 def _mcp_servers(

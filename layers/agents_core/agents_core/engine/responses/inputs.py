@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import mimetypes
 from collections.abc import Iterator
 from typing import Any
@@ -24,23 +25,16 @@ from ...api.responses import (
 )
 from ...errors import Conflict, InvalidRequest, TooLarge
 from ...ids import item_id
-from ...inference.types import ChatDocument, ChatMessage, ChatToolCall
+from ...inference.types import ChatDocument, ChatMessage, ChatToolCall, ToolSpec
 from ..server_tools import ToolRuntime
 from .tools import Approval
 
 
 def fit(conversation: list[ChatMessage], truncation: str, context_tokens: int) -> list[ChatMessage]:
-    """The conversation within the context window (estimated at 4 characters a token):
-    `auto` drops the oldest messages (and results left without their call); `disabled`
-    refuses a conversation that does not fit."""
-
-    def tokens(messages: list[ChatMessage]) -> int:
-        chars = sum(
-            len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
-            for m in messages
-        )
-        return chars // 4 + 1
-
+    """The conversation within the context window (`estimated_tokens`): `auto` drops the
+    oldest messages (and results left without their call); `disabled` refuses a conversation
+    that does not fit."""
+    tokens = estimated_tokens
     if tokens(conversation) <= context_tokens:
         return conversation
     if truncation != "auto":
@@ -58,6 +52,18 @@ def fit(conversation: list[ChatMessage], truncation: str, context_tokens: int) -
             f"The last input item alone is more than the context window of {context_tokens} tokens"
         )
     return kept
+
+
+def estimated_tokens(messages: list[ChatMessage], tools: list[ToolSpec] | None = None) -> int:
+    """The tokens of `messages` (and the tools offered with them) at 4 characters a token: the
+    estimate the context window is kept by, for every provider."""
+    chars = sum(
+        len(m.content) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls) for m in messages
+    )
+    chars += sum(
+        len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools or []
+    )
+    return chars // 4 + 1
 
 
 def approvals(conversation: list[ChatMessage], items: list[Any]) -> list[Approval]:

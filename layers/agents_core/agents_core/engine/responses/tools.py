@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ...api.responses import (
     NAMESPACE_SEPARATOR,
+    CountInputTokensRequest,
     CreateOpenaiResponseRequest,
     McpCallInProgress,
     McpListToolsCompleted,
@@ -130,7 +131,9 @@ def file_search_tool(
 
 
 async def request_tools(
-    runtime: ToolRuntime | None, tenant: str, body: CreateOpenaiResponseRequest
+    runtime: ToolRuntime | None,
+    tenant: str,
+    body: CreateOpenaiResponseRequest | CountInputTokensRequest,
 ) -> RequestTools:
     """The request's tools: function tools for the model to call and the client to run;
     web and file search to run here; MCP servers (checked by the outbound guard now, listed
