@@ -142,3 +142,26 @@ def test_input_tokens_counts_a_would_be_request_with_its_context_and_tools(clien
     assert model.requests == []
     with pytest.raises(openai.NotFoundError):
         client.responses.input_tokens.count(model="m", input="hi", previous_response_id="resp_nope")
+
+
+def test_reasoning_items_replayed_in_the_input_are_kept_and_not_sent_to_the_model(client, model):
+    """As Codex replays them with `store: false`; an encrypted_content this deployment did not
+    make is a 400."""
+    model.reply(reasoning="Think first.", text="Answer.")
+    first = client.responses.create(model="m", input="why?", store=False)
+    reasoning = first.output[0]
+    assert reasoning.type == "reasoning" and reasoning.content[0].text == "Think first."
+    model.reply(text="Again.")
+    replay = [
+        {"role": "user", "content": "why?"},
+        reasoning.model_dump(exclude_none=True),
+        first.output[1].model_dump(exclude_none=True),
+        {"role": "user", "content": "and then?"},
+    ]
+    second = client.responses.create(model="m", input=replay, store=False)
+    assert second.output_text == "Again."
+    assert [m["role"] for m in model.requests[-1]["messages"]] == ["user", "assistant", "user"]
+    forged = {**reasoning.model_dump(exclude_none=True), "encrypted_content": "gAAAA-forged"}
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="m", input=[forged, {"role": "user", "content": "hi"}])
+    assert "encrypted_content" in refused.value.message

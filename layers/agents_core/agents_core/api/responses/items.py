@@ -234,6 +234,9 @@ class OpenAIResponseReasoningItem(ApiModel):
     summary: list[dict[str, Any]] = Field(default_factory=list)
     content: list[OpenAIResponseReasoningText] = Field(default_factory=list)
     status: str | None = None
+    # Opaque reasoning a client replays (`include: ["reasoning.encrypted_content"]`). This
+    # deployment produces none yet, so a blob in the input is another's: a 400.
+    encrypted_content: str | None = None
 
 
 def _item_type(value: Any) -> str:

@@ -22,6 +22,7 @@ from ...api.responses import (
     OpenAIResponseMessage,
     OpenAIResponseOutputMessageFunctionToolCall,
     OpenAIResponseOutputMessageMCPCall,
+    OpenAIResponseReasoningItem,
 )
 from ...errors import Conflict, InvalidRequest, TooLarge
 from ...ids import item_id
@@ -129,7 +130,8 @@ def answer_forgotten_calls(conversation: list[ChatMessage]) -> None:
 
 
 def input_items(value: str | list[Any]) -> list[Any]:
-    """The request's input as stored items, each with an id (as OpenAI lists them)."""
+    """The request's input as stored items, each with an id (as OpenAI lists them). Reasoning
+    items are kept with the input and not sent to the model (chat models take none back)."""
     if isinstance(value, str):
         value = [
             OpenAIResponseMessage(
@@ -138,6 +140,11 @@ def input_items(value: str | list[Any]) -> list[Any]:
         ]
     items = []
     for item in value:
+        if isinstance(item, OpenAIResponseReasoningItem) and item.encrypted_content:
+            raise InvalidRequest(
+                f"input reasoning item {item.id}: its encrypted_content was not made by this"
+                " deployment, which cannot read it"
+            )
         if getattr(item, "id", None) is None:
             prefix = {"message": "msg", "function_call": "fc", "function_call_output": "fco"}
             item = item.model_copy(update={"id": item_id(prefix.get(item.type, "item"))})
