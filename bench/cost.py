@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lambda_share import cpu_share, template_memory
 from peers import free_port, moto_and_model, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +69,6 @@ AGENTCORE_VCPU_HOUR = 0.0895
 AGENTCORE_GB_HOUR = 0.00945
 
 # ---- Lambda facts and assumptions
-FULL_VCPU_MB = 1769  # Lambda gives a function one vCPU's worth at 1769 MB, in proportion below
 AWS_WAIT_MS = 40  # assumed: 3 DynamoDB round trips and a PutEvents at in-region latencies
 XRAY_SAMPLED = 0.05  # X-Ray's default rule at volume: 1 request a second, then 5%
 COLD_START_SHARE = 0.01  # assumed share of invocations that start a new container (init billed)
@@ -501,23 +501,6 @@ def measure(args, functions, model_url, dynamodb, table) -> tuple[Measured, Meas
 
 
 # ---- Pricing
-
-
-def template_memory() -> dict[str, int]:
-    """MemorySize of each function in template.yaml (the Globals' for those without one)."""
-    text = (ROOT / "template.yaml").read_text()
-    default = int(re.search(r"Globals:.*?MemorySize: (\d+)", text, re.S).group(1))
-    sizes = {}
-    for block in re.split(r"\n  (?=\w+:\n    Type: )", text):
-        name = block.split(":", 1)[0].strip()
-        if "Type: AWS::Serverless::Function" in block:
-            found = re.search(r"\n      MemorySize: (\d+)", block)
-            sizes[name] = int(found.group(1)) if found else default
-    return sizes
-
-
-def cpu_share(memory_mb: int) -> float:
-    return min(1.0, memory_mb / FULL_VCPU_MB)
 
 
 def added_seconds(m: Measured, model_seconds: float, memory_mb: int) -> float:

@@ -40,16 +40,33 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from cost import cpu_share, template_memory
 from cpu_profile import function_server, prepare_aws
 from peers import moto_and_model, use_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 PERIOD_US = 100_000
+FULL_VCPU_MB = 1769  # Lambda gives a function one vCPU's worth at 1769 MB, in proportion below
 CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
 CGROUP_V2 = Path("/sys/fs/cgroup")
 #: The client tool a resumed turn pauses on (the scripted model is told to call it).
 CLIENT_TOOL = {"name": "get_weather", "description": "Current weather", "parameters": []}
+
+
+def template_memory() -> dict[str, int]:
+    """MemorySize of each function in template.yaml (the Globals' for those without one)."""
+    text = (ROOT / "template.yaml").read_text()
+    default = int(re.search(r"Globals:.*?MemorySize: (\d+)", text, re.S).group(1))
+    sizes = {}
+    for block in re.split(r"\n  (?=\w+:\n    Type: )", text):
+        name = block.split(":", 1)[0].strip()
+        if "Type: AWS::Serverless::Function" in block:
+            found = re.search(r"\n      MemorySize: (\d+)", block)
+            sizes[name] = int(found.group(1)) if found else default
+    return sizes
+
+
+def cpu_share(memory_mb: int) -> float:
+    return min(1.0, memory_mb / FULL_VCPU_MB)
 
 
 def _unified_cpu() -> bool:

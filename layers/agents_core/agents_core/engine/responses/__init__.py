@@ -15,7 +15,8 @@ declined) when its input carries the `mcp_approval_response`.
     async for event in run.events(): ...             # or: response = await run.result()
 
 Its rooms: `engine` (a request made into a run), `inputs` (input items as chat messages),
-`tools` (MCP servers, approvals, web and file search), `output` (loop events as output items
+`tools` (MCP servers, approvals, web and file search), `mcp` (an MCP server's listing and
+the approved calls, before the first model call), `output` (loop events as output items
 and stream events), `run` (run control: background, cancel, checkpoints, suspension, the end).
 """
 

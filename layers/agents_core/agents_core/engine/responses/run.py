@@ -37,8 +37,9 @@ from .. import loop as L
 from ..file_search import FileSearchTool
 from ..server_tools import ToolRuntime
 from ..storage import ResponseStorage
+from .mcp import answer_approval, list_tools
 from .output import OutputWriter
-from .tools import Approval, McpServer, ServerCall, answer_approval, list_tools
+from .tools import Approval, McpServer, ServerCall
 
 
 class RunCancelled(Exception):

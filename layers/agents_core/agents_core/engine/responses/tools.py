@@ -2,45 +2,30 @@
 and file search, run here through the engine's ToolRuntime port. Function tools are the
 client's: the model sees them, and their calls end the response.
 
-`request_tools` reads a request's `tools` (400 for what cannot be served); `list_tools` and
-`answer_approval` run at the start of a response, before its first model call.
+`request_tools` reads a request's `tools` (400 for what cannot be served); an MCP server's
+listing and the approved calls run at the start of a response (mcp.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ...api.responses import (
     NAMESPACE_SEPARATOR,
     CountInputTokensRequest,
     CreateOpenaiResponseRequest,
-    McpCallInProgress,
-    McpListToolsCompleted,
-    McpListToolsFailed,
-    McpListToolsInProgress,
-    MCPListToolsTool,
     McpToolFilter,
     OpenAIResponseInputToolFileSearch,
     OpenAIResponseInputToolMCP,
     OpenAIResponseInputToolNamespace,
     OpenAIResponseInputToolWebSearch,
     OpenAIResponseMCPApprovalResponse,
-    OpenAIResponseOutputMessageMCPCall,
-    OpenAIResponseOutputMessageMCPListTools,
-    StreamEvent,
 )
 from ...errors import InvalidRequest
-from ...ids import item_id
 from ...inference.types import ChatMessage, ChatToolCall, ToolSpec
-from ...log import logger
-from .. import loop as L
 from ..file_search import QUERY_PARAMETERS, FileSearchTool
 from ..server_tools import McpEndpoint, ToolRuntime
-
-if TYPE_CHECKING:
-    from .output import OutputWriter
 
 FILE_SEARCH_DESCRIPTION = (
     "Search the user's files (their vector stores) for passages about a query; answer from what"
@@ -181,72 +166,3 @@ def _function_spec(name: str, function: Any, namespace: str = "") -> ToolSpec:
     parameters = function.parameters or {"type": "object", "properties": {}}
     description = " ".join(filter(None, [namespace, function.description]))
     return ToolSpec(name, description, parameters)
-
-
-async def list_tools(
-    output: OutputWriter, runtime: ToolRuntime, server: McpServer, loop: L.AgentLoop
-) -> AsyncIterator[StreamEvent]:
-    """List an MCP server's tools as an `mcp_list_tools` item, and offer them to the model.
-    A server that cannot be listed is reported in the item; the response goes on without
-    its tools."""
-    label = server.config.server_label
-    item = OpenAIResponseOutputMessageMCPListTools(id=item_id("mcpl"), server_label=label, tools=[])
-    yield output.add(item)
-    index = output.index(item)
-    yield output.event(McpListToolsInProgress, item_id=item.id, output_index=index)
-    try:
-        specs = await runtime.mcp_tools(server.endpoint)
-    except Exception as err:
-        logger.warning("could not list an MCP server's tools", extra={"server": label})
-        item.error = str(err) or type(err).__name__
-        yield output.event(McpListToolsFailed, item_id=item.id, output_index=index)
-        yield output.done(item)
-        return
-    offered = {spec.name for spec in loop.request.tools}
-    for spec in specs:
-        if not server.allows(spec.name) or spec.name in offered:
-            continue  # a name taken by another tool keeps its first owner
-        offered.add(spec.name)
-        loop.request.tools.append(spec)
-        item.tools.append(
-            MCPListToolsTool(
-                name=spec.name, description=spec.description, input_schema=spec.parameters
-            )
-        )
-        if server.needs_approval(spec.name):
-            output.kinds[spec.name] = ServerCall("approval", server)
-        else:
-            output.kinds[spec.name] = ServerCall("mcp", server)
-            loop.tools.server[spec.name] = runtime.mcp_tool(server.endpoint, spec.name)
-    yield output.event(McpListToolsCompleted, item_id=item.id, output_index=index)
-    yield output.done(item)
-
-
-async def answer_approval(
-    output: OutputWriter, runtime: ToolRuntime | None, approval: Approval
-) -> AsyncIterator[StreamEvent]:
-    """Run an approved call as an `mcp_call` item, or tell the model the caller declined."""
-    call, answer = approval.call, approval.answer
-    kind = output.kinds.get(call.name)
-    if not answer.approve:
-        reason = f": {answer.reason}" if answer.reason else ""
-        approval.result.content = f"The user declined the call to `{call.name}`{reason}"
-        return
-    if kind is None or kind.server is None or runtime is None:
-        approval.result.content = f"Tool `{call.name}` is not offered in this request."
-        return
-    item = OpenAIResponseOutputMessageMCPCall(
-        id=item_id("mcp"),
-        name=call.name,
-        arguments=call.arguments,
-        server_label=kind.server.config.server_label,
-        status="in_progress",
-        approval_request_id=answer.approval_request_id,
-    )
-    yield output.add(item)
-    yield output.event(McpCallInProgress, item_id=item.id, output_index=output.index(item))
-    tool = runtime.mcp_tool(kind.server.endpoint, call.name)
-    result = await L.run_tool(tool, call)
-    approval.result.content = result.content
-    for out in output.mcp_call_done(item, result):
-        yield out
