@@ -80,10 +80,8 @@ def _gzip() -> Any:
 
 
 def _zstd() -> Any:
-    try:
-        from compression import zstd  # Python 3.14
-    except ImportError:
-        from backports import zstd
+    from backports import zstd  # Python 3.14's compression.zstd, for the runtime's 3.12
+
     return zstd.ZstdDecompressor()
 
 
