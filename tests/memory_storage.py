@@ -321,6 +321,9 @@ class MemoryResponseStorage:
         found = self._conversation(tenant, conversation_id)
         return [_ITEM.validate_json(item) for item in found.items], found.version
 
+    async def prompt(self, tenant: str, prompt_id: str, version: int | None) -> Any:
+        raise NotFound(f"Prompt {prompt_id} not found")  # the engine tests store none
+
     # --- for tests ------------------------------------------------------------------------------
 
     def add_conversation(self, tenant: str, items: list[Any] = ()) -> str:

@@ -240,6 +240,7 @@ _RESPONSES = {
     ("/{response_id}", "delete"),
     ("/{response_id}/input_items", "get"),
     ("/{response_id}/cancel", "post"),
+    ("/input_tokens", "post"),
 }
 _CONVERSATIONS = {
     ("", "post"),
@@ -309,6 +310,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
     from agents_core.web.discovery import router as discovery_router
     from agents_core.web.embeddings import router as embeddings_router
     from agents_core.web.files import files_router, vector_stores_router
+    from agents_core.web.prompts import router as prompts_router
     from agents_core.web.responses import router as responses_router
     from agents_core.web.safety import safety_router, shields_router
     from agents_core.web.tools import router as tools_router
@@ -323,6 +325,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
             embeddings_router,
             files_router,
             vector_stores_router,
+            prompts_router,
         ),
         "TurnsFunction": (turns_router,),
         "ResumeFunction": (resume_router,),
@@ -345,7 +348,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
         assert served == deployed, name
 
 
-BUFFERED_ROUTES = 67  # 33 + files and vector stores (17 under two prefixes)
+BUFFERED_ROUTES = 74  # 33 + files and vector stores (17 under two prefixes) + prompts (7)
 
 
 def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():

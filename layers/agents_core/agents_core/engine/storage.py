@@ -14,6 +14,7 @@ from ..api.agents import Agent, Step, Turn
 from ..domain import ConversationAppend, PausedTurn, SessionLock, TurnState
 
 if TYPE_CHECKING:  # the turns functions never load the Responses models
+    from ..api.prompts import Prompt
     from ..api.responses import OpenAIResponseObjectWithInput
 
 #: A chat message as stored in a history (`ChatMessage.to_dict()`).
@@ -124,4 +125,8 @@ class ResponseStorage(Protocol):
     ) -> tuple[list[Any], int]:
         """A conversation's items (Responses API items, in order) and its version, the one an
         append of what the response adds must name (NotFound)."""
+        ...
+
+    async def prompt(self, tenant: str, prompt_id: str, version: int | None) -> Prompt:
+        """A stored prompt template at `version`, or at its default (NotFound)."""
         ...

@@ -143,6 +143,13 @@ class Services:
         )
 
     @cached_property
+    def prompts(self):
+        """Prompt templates (the Prompts API), versioned."""
+        from ..store.prompts import PromptStore
+
+        return PromptStore(self.dynamodb, self.settings.table_name)
+
+    @cached_property
     def safety(self):
         """Shields: the registry and the checks turns, responses and the safety routes run."""
         from ..store.shields import ShieldStore
@@ -204,7 +211,7 @@ class Services:
         from ..engine.responses import ResponsesEngine
         from ..store.engine_storage import DynamoResponseStorage
 
-        storage = DynamoResponseStorage(self.responses, self.conversation_store)
+        storage = DynamoResponseStorage(self.responses, self.conversation_store, self.prompts)
         return ResponsesEngine(
             storage,
             self.models,

@@ -15,10 +15,12 @@ from ..log import logger
 
 if TYPE_CHECKING:
     from ..api.agents import Agent, Step, Turn
+    from ..api.prompts import Prompt
     from ..api.responses import OpenAIResponseObjectWithInput
     from ..domain import ConversationAppend
     from .agents import AgentStore
     from .conversations import ConversationStore
+    from .prompts import PromptStore
     from .responses import ResponseStore
     from .turns import HeldSession, TurnStore
 
@@ -108,9 +110,12 @@ async def _landed(lock: HeldSession) -> None:
 
 
 class DynamoResponseStorage:
-    def __init__(self, responses: ResponseStore, conversations: ConversationStore) -> None:
+    def __init__(
+        self, responses: ResponseStore, conversations: ConversationStore, prompts: PromptStore
+    ) -> None:
         self._responses = responses
         self._conversations = conversations
+        self._prompts = prompts
         #: Writes of running responses under way; a response's end waits for its own.
         self._starting: dict[tuple[str, str], asyncio.Task] = {}
 
@@ -160,3 +165,6 @@ class DynamoResponseStorage:
         self, tenant: str, conversation_id: str
     ) -> tuple[list[Any], int]:
         return await asyncio.to_thread(self._conversations.context, tenant, conversation_id)
+
+    async def prompt(self, tenant: str, prompt_id: str, version: int | None) -> Prompt:
+        return await asyncio.to_thread(self._prompts.get, tenant, prompt_id, version)

@@ -119,6 +119,24 @@ def shield_sk(identifier: str) -> str:
     return f"{SHIELD_PREFIX}{identifier}"
 
 
+PROMPT_PREFIX = "PROMPT#"
+PROMPT_VERSION_PREFIX = "PVER#"
+
+
+def prompts_pk(tenant: str) -> str:
+    """A tenant's prompts share one partition: a head per prompt (its latest and default
+    version, with the default's text) and an item per version."""
+    return f"{_tenant(tenant)}#PROMPTS"
+
+
+def prompt_sk(prompt_id: str) -> str:
+    return f"{PROMPT_PREFIX}{prompt_id}"
+
+
+def prompt_version_sk(prompt_id: str, version: int) -> str:
+    return f"{PROMPT_VERSION_PREFIX}{prompt_id}#{version:09d}"
+
+
 # --- conversations (OpenAI Conversations API) ---------------------------------------------
 
 CONVERSATION = "CONVERSATION"  # sorts before its items (ITEM#) and their parts (PART#)

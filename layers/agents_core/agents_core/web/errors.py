@@ -43,7 +43,16 @@ def _detail(status: int, detail: str) -> JSONResponse:
 #: The first path segment (after `/v1/` or `/v1/openai/v1/`) of the routes shaped after
 #: OpenAI's API.
 OPENAI_ROUTES = frozenset(
-    {"responses", "conversations", "files", "vector_stores", "embeddings", "moderations", "models"}
+    {
+        "responses",
+        "conversations",
+        "files",
+        "vector_stores",
+        "embeddings",
+        "moderations",
+        "models",
+        "prompts",
+    }
 )
 
 

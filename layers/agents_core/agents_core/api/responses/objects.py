@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from ..common import ApiModel
+from ..prompts import ResponsePrompt
 from .items import MAX_MODEL_ID_LENGTH, OpenAIResponseInput, OpenAIResponseOutput
 from .tools import OpenAIResponseInputTool
 
@@ -105,6 +106,7 @@ class OpenAIResponseObject(ApiModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
+    prompt: ResponsePrompt | None = None
     conversation: ConversationReference | None = None  # the conversation it continued
 
     @field_validator("temperature", "top_p", mode="before")
@@ -208,9 +210,9 @@ class CreateOpenaiResponseRequest(ApiModel):
     client_metadata: dict[str, Annotated[str, Field(max_length=4096)]] | None = Field(
         default=None, max_length=32
     )
-    # 400 when set: a stored prompt template (the Prompts API is not served yet), and
-    # moderation (send `guardrails`, shield ids, for that).
-    prompt: dict[str, Any] | None = None
+    # A stored template (the Prompts API), rendered before `instructions`.
+    prompt: ResponsePrompt | None = None
+    # 400 when set: send `guardrails` (shield ids) for moderation.
     moderation: dict[str, Any] | None = None
     # Accepted and ignored: no compaction yet, no prompt cache to steer, no completion windows,
     # no image generation, no access programs.

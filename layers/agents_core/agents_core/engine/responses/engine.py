@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from ...api.common import JsonSchemaResponseFormat
+from ...api.prompts import PLACEHOLDER, ResponsePrompt
 from ...api.responses import (
     ConversationReference,
     CountInputTokensRequest,
@@ -73,11 +74,6 @@ class ResponsesEngine:
         self.shields = shields  # None: `guardrails` are refused
 
     async def start(self, tenant: str, body: CreateOpenaiResponseRequest) -> ResponseRun:
-        if body.prompt is not None:
-            raise InvalidRequest(
-                "prompt: stored prompt templates are not served by this deployment yet;"
-                " send instructions and input"
-            )
         if body.moderation is not None:
             raise InvalidRequest(
                 "moderation: send guardrails (shield ids) to check the input and each answer"
@@ -108,7 +104,11 @@ class ResponsesEngine:
         inputs.answer_forgotten_calls(current)
         current = inputs.fit(current, body.truncation or "disabled", self.limits.context_tokens)
         text = body.text or OpenAIResponseText(format=OpenAIResponseTextFormat(type="text"))
-        provider, request = self._chat_request(body, current, tools, text)
+        instructions = body.instructions
+        if body.prompt is not None:
+            template = await self._prompt(tenant, body.prompt)
+            instructions = "\n\n".join(filter(None, [template, body.instructions]))
+        provider, request = self._chat_request(body, current, tools, text, instructions)
         provider.check(request)  # 400 before anything runs
         response = _response_object(body, items, text)
         if conversation is not None:
@@ -151,9 +151,10 @@ class ResponsesEngine:
         conversation: list[ChatMessage],
         tools: RequestTools,
         text: OpenAIResponseText,
+        instructions: str | None,
     ) -> tuple[Provider, ChatRequest]:
         """The model's provider, and the first request the loop sends it."""
-        system = [ChatMessage("system", body.instructions)] if body.instructions else []
+        system = [ChatMessage("system", instructions)] if instructions else []
         provider, model_id = self.models.resolve(body.model)
         request = ChatRequest(
             model=model_id,
@@ -274,6 +275,23 @@ class ResponsesEngine:
                 server_tools[name] = self.tools.mcp_tool(call.server.endpoint, name)
         return server_tools
 
+    async def _prompt(self, tenant: str, prompt: ResponsePrompt) -> str:
+        """A stored template's text with the request's values in its placeholders; 400 for a
+        value it has no variable for, or a placeholder left without one."""
+        version = int(prompt.version) if prompt.version else None
+        stored = await self.storage.prompt(tenant, prompt.id, version)
+        values = {
+            name: value if isinstance(value, str) else value.text
+            for name, value in (prompt.variables or {}).items()
+        }
+        unknown = sorted(set(values) - set(stored.variables))
+        if unknown:
+            raise InvalidRequest(f"prompt {prompt.id} has no variables {unknown}")
+        missing = sorted(set(PLACEHOLDER.findall(stored.prompt or "")) - set(values))
+        if missing:
+            raise InvalidRequest(f"prompt {prompt.id} needs values for {missing}")
+        return PLACEHOLDER.sub(lambda found: values[found.group(1)], stored.prompt or "")
+
     async def input_tokens(self, tenant: str, body: CountInputTokensRequest) -> int:
         """The input tokens of a would-be request: its instructions, context (a previous
         response's or a conversation's), input and tools, as the context window counts them
@@ -376,6 +394,7 @@ def _response_object(
             "user",
             "safety_identifier",
             "prompt_cache_key",
+            "prompt",
             "service_tier",
             "metadata",
             "reasoning",
