@@ -37,3 +37,31 @@ def test_a_refused_connection_says_the_model_could_not_be_reached_and_logs_it(dy
     assert [(w.levelname, w.url, w.reason) for w in warnings] == [
         ("WARNING", url, "connection refused")
     ]
+
+
+def test_model_calls_reuse_one_kept_alive_connection_per_event_loop(model):
+    """The stream is read to its end after `[DONE]`, so its connection serves the next call:
+    no new TCP (and, against a real server, TLS) handshake per model call."""
+    import asyncio
+
+    from agents_core.inference.openai_compat import OpenAICompatProvider
+    from agents_core.inference.types import ChatMessage, ChatRequest, TextDelta
+
+    model.reset()
+    provider = OpenAICompatProvider(model.url, None, timeout=5)
+
+    async def calls() -> list[str]:
+        texts = []
+        for n in range(3):
+            model.reply(text=f"answer {n}")
+            request = ChatRequest(model="m", messages=[ChatMessage("user", "hi")])
+            events = [e async for e in provider.stream(request)]
+            texts.append("".join(e.text for e in events if isinstance(e, TextDelta)))
+        return texts
+
+    assert asyncio.run(calls()) == ["answer 0", "answer 1", "answer 2"]
+    assert model.connections == 1
+    # A new event loop (a function may run each invocation in one) gets its own connection:
+    # the kept one belongs to the loop that is gone.
+    assert asyncio.run(calls()) == ["answer 0", "answer 1", "answer 2"]
+    assert model.connections == 2

@@ -39,6 +39,7 @@ class ScriptedOpenAI(LocalPeer):
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.perf_counter() of each request
         self.authorizations: list[str | None] = []  # each request's Authorization header
+        self.connections = 0  # TCP connections accepted
         self._replies: list[Reply] = []
         #: What `GET /v1/models` lists.
         self.models = [
@@ -55,6 +56,11 @@ class ScriptedOpenAI(LocalPeer):
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with script._lock:
+                    script.connections += 1
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -96,6 +102,7 @@ class ScriptedOpenAI(LocalPeer):
             self.requests.clear()
             self.arrivals.clear()
             self.authorizations.clear()
+            self.connections = 0
 
     @staticmethod
     def _echo(body: dict[str, Any]) -> Reply:

@@ -46,11 +46,25 @@ class OpenAICompatProvider:
         headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        self._headers = headers
         # No retries: a retry would repeat tokens already streamed to the client. The read
         # timeout bounds each wait for the next chunk, not the whole answer.
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0))
-        )
+        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+        self._client: Any = None
+        self._loop: Any = None
+
+    def _http(self) -> Any:
+        """The client of the running event loop: its kept-alive connections belong to that
+        loop, and a function may run each invocation in a new one."""
+        import asyncio
+
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._client = httpx.AsyncClient(headers=self._headers, timeout=self._timeout)
+            self._loop = loop
+        return self._client
 
     def check(self, request: ChatRequest) -> None:
         self._params(request)
@@ -66,7 +80,7 @@ class OpenAICompatProvider:
         finish: Finish | None = None
         usage: Usage | None = None
         try:
-            async with self._client.stream(
+            async with self._http().stream(
                 "POST", f"{self.base_url}/chat/completions", content=body
             ) as response:
                 if not response.is_success:
@@ -74,8 +88,10 @@ class OpenAICompatProvider:
                     raise UpstreamFailed(
                         f"model {model} answered {response.status_code}: {message}"
                     )
-                async for data in _sse_data(response):
+                events = _sse_data(response)
+                async for data in events:
                     if data == "[DONE]":
+                        await _rest_of(events)  # so the connection goes back to the pool
                         break
                     chunk = json.loads(data)
                     if chunk.get("error"):
@@ -205,6 +221,28 @@ def _message(message: ChatMessage) -> dict[str, Any]:
         ]
         data["content"] = parts
     return data
+
+
+#: After `[DONE]`, how long and how many events the end of a stream may take: a body read to
+#: its end leaves its connection for the next call (a TLS handshake saved); a server that goes
+#: on past this has its connection closed instead.
+_END_SECONDS = 1.0
+_END_EVENTS = 16
+
+
+async def _rest_of(events: AsyncIterator[str]) -> None:
+    """Read on to the end of the body; the answer is whole already, so a stream that breaks
+    here costs only its connection."""
+    import asyncio
+
+    import httpx
+
+    try:
+        async with asyncio.timeout(_END_SECONDS):
+            for _ in range(_END_EVENTS):
+                await anext(events)
+    except (StopAsyncIteration, TimeoutError, httpx.HTTPError):
+        pass
 
 
 async def _sse_data(response: Any) -> AsyncIterator[str]:
