@@ -145,12 +145,16 @@ def test_input_tokens_counts_a_would_be_request_with_its_context_and_tools(clien
 
 
 def test_reasoning_items_replayed_in_the_input_are_kept_and_not_sent_to_the_model(client, model):
-    """As Codex replays them with `store: false`; an encrypted_content this deployment did not
-    make is a 400."""
+    """As Codex replays them with `store: false`: with `include:
+    ["reasoning.encrypted_content"]` each carries a blob this deployment signed for the caller,
+    which reads back; a blob it did not make is a 400."""
     model.reply(reasoning="Think first.", text="Answer.")
-    first = client.responses.create(model="m", input="why?", store=False)
+    first = client.responses.create(
+        model="m", input="why?", store=False, include=["reasoning.encrypted_content"]
+    )
     reasoning = first.output[0]
     assert reasoning.type == "reasoning" and reasoning.content[0].text == "Think first."
+    assert reasoning.encrypted_content and "Think first." not in reasoning.encrypted_content
     model.reply(text="Again.")
     replay = [
         {"role": "user", "content": "why?"},
@@ -161,7 +165,47 @@ def test_reasoning_items_replayed_in_the_input_are_kept_and_not_sent_to_the_mode
     second = client.responses.create(model="m", input=replay, store=False)
     assert second.output_text == "Again."
     assert [m["role"] for m in model.requests[-1]["messages"]] == ["user", "assistant", "user"]
-    forged = {**reasoning.model_dump(exclude_none=True), "encrypted_content": "gAAAA-forged"}
+    blob = reasoning.encrypted_content
+    forged = blob[:-3] + ("AAA" if not blob.endswith("AAA") else "BBB")
+    for bad in (forged, "gAAAA-not-ours"):
+        item = {**reasoning.model_dump(exclude_none=True), "encrypted_content": bad}
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model="m", input=[item, {"role": "user", "content": "hi"}])
+        assert "encrypted_content" in refused.value.message
+
+
+def test_a_conversation_compacts_to_its_user_messages_and_a_summary_that_goes_on(client, model):
+    """`responses.compact`: the model summarizes (asked once, bounded); the output's
+    compaction item, sent back as input, stands for what it compacted."""
+    model.reply(text="Paris, chosen for the food.")
+    history = [
+        {"role": "user", "content": "Where should we meet?"},
+        {"role": "assistant", "content": "Paris has the best food."},
+        {"role": "user", "content": "Paris it is."},
+    ]
+    compacted = client.responses.compact(model="m", input=history)
+    assert compacted.object == "response.compaction"
+    kinds = [item.type for item in compacted.output]
+    assert kinds == ["message", "message", "compaction"]
+    assert [m.content[0].text for m in compacted.output[:2]] == [
+        "Where should we meet?",
+        "Paris it is.",
+    ]
+    asked = model.requests[-1]
+    assert asked["max_tokens"] == 2048 and "compact a conversation" in asked["messages"][0]["content"]
+    assert "[assistant] Paris has the best food." in asked["messages"][1]["content"]
+    item = compacted.output[2]
+    assert "Paris" not in item.encrypted_content  # opaque to the client
+    model.reply(text="See you there.")
+    going_on = [item.model_dump(exclude_none=True), {"role": "user", "content": "When?"}]
+    response = client.responses.create(model="m", input=going_on)
+    assert response.output_text == "See you there."
+    sent = model.requests[-1]["messages"]
+    assert sent[0]["role"] == "user" and sent[0]["content"].endswith("Paris, chosen for the food.")
+    assert sent[1] == {"role": "user", "content": "When?"}
+    forged = {**item.model_dump(exclude_none=True), "encrypted_content": "sa1.e30.bm90"}
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="m", input=[forged, {"role": "user", "content": "hi"}])
-    assert "encrypted_content" in refused.value.message
+    assert "compaction" in refused.value.message
+    with pytest.raises(openai.BadRequestError):
+        client.responses.compact(model="m", input=[])

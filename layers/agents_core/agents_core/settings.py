@@ -29,6 +29,10 @@ class Settings:
     #: Secrets Manager secret (name or ARN) holding the endpoint's API key, read at the first
     #: model call; deployed stacks use it instead of a key in the environment.
     openai_api_key_secret_id: str | None = None
+    #: Secrets Manager secret (name or ARN) holding the key that signs the opaque blobs a
+    #: client replays (reasoning items' `encrypted_content`, compaction items); unset, each
+    #: process generates one, so locally a blob is read back only by the process that made it.
+    sealing_key_secret_id: str | None = None
     #: How long a model may take to answer (connect and between streamed chunks).
     inference_timeout_seconds: float = 60.0
     #: Server-side bounds on one turn or response, whatever the request asks: model calls

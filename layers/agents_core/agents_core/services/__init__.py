@@ -219,7 +219,21 @@ class Services:
             tools=_OnFirstUse(lambda: self.tool_runtime),
             shields=_OnFirstUse(lambda: self.safety),
             publisher=self.publisher,
+            sealer=self.sealer,
         )
+
+    @cached_property
+    def sealer(self):
+        """Signs the blobs clients replay: with the key in `sealing_key_secret_id` (read at the
+        first blob), else one this process generates."""
+        from ..seal import Sealer
+
+        secret_id = self.settings.sealing_key_secret_id
+        if not secret_id:
+            return Sealer.generated()
+        from ..secrets import read_secret
+
+        return Sealer(lambda: read_secret(secret_id).encode())
 
     @cached_property
     def background(self):

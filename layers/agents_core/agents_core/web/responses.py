@@ -11,6 +11,8 @@ from fastapi import APIRouter, Path, Query, Response
 from ..api.common import Order
 from ..api.responses import (
     MAX_MODEL_ID_LENGTH,
+    CompactedResponse,
+    CompactResponseRequest,
     CountInputTokensRequest,
     CreateOpenaiResponseRequest,
     InputTokenCount,
@@ -58,6 +60,16 @@ async def count_input_tokens(
     stored."""
     count = await svc.responses_engine.input_tokens(tenant, body)
     return InputTokenCount(input_tokens=count)
+
+
+@router.post("/compact", response_model=CompactedResponse)
+async def compact_response(
+    body: CompactResponseRequest, tenant: Tenant, svc: Svc
+) -> CompactedResponse:
+    """The conversation's user messages and one compaction item, an opaque blob holding the
+    model's summary of the rest; sent back as input, the item stands for what it compacted.
+    Nothing is stored."""
+    return await svc.responses_engine.compact(tenant, body)
 
 
 async def _frames(events: AsyncIterator[Any]) -> AsyncIterator[Frame]:

@@ -51,6 +51,7 @@ from .items import (
     OpenAIResponseAnnotationFileCitation,
     OpenAIResponseAnnotationFilePath,
     OpenAIResponseAnnotations,
+    OpenAIResponseCompactionItem,
     OpenAIResponseContentPartRefusal,
     OpenAIResponseInput,
     OpenAIResponseInputFunctionToolCallOutput,
@@ -75,6 +76,8 @@ from .items import (
 )
 from .objects import (
     ID,
+    CompactedResponse,
+    CompactResponseRequest,
     ConversationReference,
     CountInputTokensRequest,
     CreateOpenaiResponseRequest,
@@ -115,6 +118,8 @@ __all__ = [
     "ContentPartAdded",
     "ContentPartDone",
     "ConversationReference",
+    "CompactedResponse",
+    "CompactResponseRequest",
     "CountInputTokensRequest",
     "CreateOpenaiResponseRequest",
     "InputTokenCount",
@@ -144,6 +149,7 @@ __all__ = [
     "OpenAIResponseAnnotationCitation",
     "OpenAIResponseAnnotationContainerFileCitation",
     "OpenAIResponseAnnotationFileCitation",
+    "OpenAIResponseCompactionItem",
     "OpenAIResponseAnnotationFilePath",
     "OpenAIResponseAnnotations",
     "OpenAIResponseContentPartRefusal",

@@ -234,9 +234,19 @@ class OpenAIResponseReasoningItem(ApiModel):
     summary: list[dict[str, Any]] = Field(default_factory=list)
     content: list[OpenAIResponseReasoningText] = Field(default_factory=list)
     status: str | None = None
-    # Opaque reasoning a client replays (`include: ["reasoning.encrypted_content"]`). This
-    # deployment produces none yet, so a blob in the input is another's: a 400.
-    encrypted_content: str | None = None
+    # The reasoning as an opaque blob this deployment signed for the caller (with `include:
+    # ["reasoning.encrypted_content"]`); one it did not make is a 400 in the input.
+    encrypted_content: str | None = Field(default=None, max_length=4 * 1024 * 1024)
+
+
+class OpenAIResponseCompactionItem(ApiModel):
+    """What `/responses/compact` makes of a conversation: an opaque blob holding its summary,
+    which stands for it when sent back as input."""
+
+    type: Literal["compaction"] = "compaction"
+    id: ItemId | None = None
+    encrypted_content: str = Field(max_length=4 * 1024 * 1024)
+    created_by: str | None = None
 
 
 def _item_type(value: Any) -> str:
@@ -256,6 +266,7 @@ OpenAIResponseInput = Annotated[
     | Annotated[OpenAIResponseMCPApprovalRequest, Tag("mcp_approval_request")]
     | Annotated[OpenAIResponseMCPApprovalResponse, Tag("mcp_approval_response")]
     | Annotated[OpenAIResponseReasoningItem, Tag("reasoning")]
+    | Annotated[OpenAIResponseCompactionItem, Tag("compaction")]
     | Annotated[OpenAIResponseMessage, Tag("message")],
     Discriminator(_item_type),
 ]

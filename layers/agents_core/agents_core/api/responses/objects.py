@@ -245,3 +245,28 @@ class CountInputTokensRequest(ApiModel):
 class InputTokenCount(ApiModel):
     object: Literal["response.input_tokens"] = "response.input_tokens"
     input_tokens: int
+
+
+class CompactResponseRequest(ApiModel):
+    """What `responses.compact` sends: the conversation to compact (a previous response's and
+    this input) and the model that summarizes it."""
+
+    model: str = Field(min_length=1, max_length=MAX_MODEL_ID_LENGTH)
+    input: str | list[OpenAIResponseInput] | None = None
+    instructions: str | None = None
+    previous_response_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,128}$")
+    # Accepted and ignored, as on responses.create.
+    prompt_cache_key: str | None = Field(default=None, max_length=1024)
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    image: dict[str, Any] | None = None
+
+
+class CompactedResponse(ApiModel):
+    """The conversation's user messages, then one compaction item standing for the rest."""
+
+    id: str
+    object: Literal["response.compaction"] = "response.compaction"
+    created_at: int
+    output: list[OpenAIResponseInput]
+    usage: dict[str, Any]

@@ -5,6 +5,7 @@ loop's model request built. Everything a request gets wrong is a 4xx here, befor
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 from ...api.common import JsonSchemaResponseFormat
 from ...api.prompts import PLACEHOLDER, ResponsePrompt
 from ...api.responses import (
+    CompactedResponse,
+    CompactResponseRequest,
     ConversationReference,
     CountInputTokensRequest,
     CreateOpenaiResponseRequest,
@@ -39,12 +42,13 @@ from ...inference.types import (
     ToolSpec,
 )
 from ...lifecycle import TurnEventPublisher
+from ...seal import Sealer
 from .. import loop as L
 from ..file_search import FileSearchTool
 from ..server_tools import ToolRuntime
 from ..shields import ShieldService, shields_for
 from ..storage import ResponseStorage
-from . import inputs
+from . import compaction, inputs
 from .run import ResponseRun, RunControl
 from .tools import (
     Approval,
@@ -54,6 +58,9 @@ from .tools import (
     file_search_tool,
     request_tools,
 )
+
+#: What `include` names to have reasoning items carry their reasoning as a blob.
+REASONING_BLOBS = "reasoning.encrypted_content"
 
 
 class ResponsesEngine:
@@ -65,7 +72,9 @@ class ResponsesEngine:
         tools: ToolRuntime | None = None,
         shields: ShieldService | None = None,
         publisher: TurnEventPublisher | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
+        self.sealer = sealer  # signs the blobs a client replays; None: it takes none
         self.storage = storage
         self.models = models
         self.limits = limits
@@ -85,7 +94,7 @@ class ResponsesEngine:
             stored = await self.storage.context(tenant, body.previous_response_id)
             previous = [ChatMessage.from_dict(m) for m in stored]
         items = inputs.input_items(body.input)
-        new_input = await self._messages(items)
+        new_input = await self._messages(tenant, items)
         search = tools.server.get("file_search")
         if isinstance(search, FileSearchTool):  # the query of a call without one
             users = [m.content for m in new_input if m.role == "user" and m.content]
@@ -110,6 +119,8 @@ class ResponsesEngine:
             instructions = "\n\n".join(filter(None, [template, body.instructions]))
         provider, request = self._chat_request(body, current, tools, text, instructions)
         provider.check(request)  # 400 before anything runs
+        if REASONING_BLOBS in (body.include or []):
+            await self._sealer_ready()
         response = _response_object(body, items, text)
         if conversation is not None:
             response.conversation = ConversationReference(id=conversation[0].conversation_id)
@@ -143,6 +154,7 @@ class ResponsesEngine:
             guardrails=guardrails,
             include=list(body.include or []),
             namespaced=tools.namespaced,
+            sealer=self.sealer,
         )
 
     def _chat_request(
@@ -198,6 +210,8 @@ class ResponsesEngine:
         request = _restored_request(state)
         messages = request.messages
         guardrails = state["guardrails"]
+        if REASONING_BLOBS in state["include"]:
+            await self._sealer_ready()
         shields = await shields_for(
             self.shields, tenant, guardrails, guardrails, state["shield_input"]
         )
@@ -247,6 +261,7 @@ class ResponsesEngine:
             base=base,
             input_checked=not state["shield_input"],
             resumed=state["sequence"] > 0,
+            sealer=self.sealer,
         )
         run.output.restore(state)
         return run
@@ -274,6 +289,27 @@ class ResponsesEngine:
             elif call.kind == "mcp" and call.server is not None:
                 server_tools[name] = self.tools.mcp_tool(call.server.endpoint, name)
         return server_tools
+
+    async def compact(self, tenant: str, body: CompactResponseRequest) -> CompactedResponse:
+        """The conversation (a previous response's, then this input) as its user messages and
+        one compaction item holding the model's summary of it (compaction.py). Nothing is
+        stored: the client sends the output back as the next input."""
+        previous: list[ChatMessage] = []
+        if body.previous_response_id:
+            stored = await self.storage.context(tenant, body.previous_response_id)
+            previous = [ChatMessage.from_dict(m) for m in stored]
+        conversation = previous + await self._messages(tenant, inputs.input_items(body.input or []))
+        if not conversation:
+            raise InvalidRequest("Nothing to compact: send input or previous_response_id")
+        if self.sealer is None:
+            raise InvalidRequest("compaction is not available on this deployment")
+        fitted = inputs.fit(conversation, "auto", self.limits.context_tokens)
+        provider, model_id = self.models.resolve(body.model)
+        summary, usage = await compaction.summarize(
+            provider, model_id, fitted, body.instructions, self.limits.call_seconds
+        )
+        await self._sealer_ready()
+        return compaction.compacted(tenant, conversation, summary, usage, self.sealer)
 
     async def _prompt(self, tenant: str, prompt: ResponsePrompt) -> str:
         """A stored template's text with the request's values in its placeholders; 400 for a
@@ -305,7 +341,7 @@ class ResponsesEngine:
         elif body.previous_response_id:
             stored = await self.storage.context(tenant, body.previous_response_id)
             previous = [ChatMessage.from_dict(m) for m in stored]
-        current = previous + await self._messages(inputs.input_items(body.input or []))
+        current = previous + await self._messages(tenant, inputs.input_items(body.input or []))
         if body.truncation == "auto":
             current = inputs.fit(current, "auto", self.limits.context_tokens)
         system = [ChatMessage("system", body.instructions)] if body.instructions else []
@@ -329,11 +365,21 @@ class ResponsesEngine:
     ) -> tuple[ConversationAppend, list[ChatMessage]]:
         conversation_id = conversation if isinstance(conversation, str) else conversation.id
         items, version = await self.storage.conversation_context(tenant, conversation_id)
-        return ConversationAppend(conversation_id, version), await self._messages(items)
+        return ConversationAppend(conversation_id, version), await self._messages(tenant, items)
 
-    async def _messages(self, items: list[Any]) -> list[ChatMessage]:
-        """Input items as chat messages, their files read."""
-        return inputs.input_messages(items, await inputs.read_files(self.tools, items))
+    async def _messages(self, tenant: str, items: list[Any]) -> list[ChatMessage]:
+        """Input items as chat messages: their files read, their blobs opened."""
+        if any(getattr(item, "encrypted_content", None) for item in items):
+            await self._sealer_ready()
+        summaries = inputs.opened_blobs(items, tenant, self.sealer)
+        files = await inputs.read_files(self.tools, items)
+        return inputs.input_messages(items, files, summaries)
+
+    async def _sealer_ready(self) -> None:
+        """The sealer's key read (from its secret, at the container's first blob) off the
+        event loop."""
+        if self.sealer is not None and not self.sealer.loaded:
+            await asyncio.to_thread(self.sealer.load)
 
 
 def _mcp_servers(

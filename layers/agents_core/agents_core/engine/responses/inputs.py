@@ -13,6 +13,7 @@ from typing import Any
 
 from ...api.responses import (
     NAMESPACE_SEPARATOR,
+    OpenAIResponseCompactionItem,
     OpenAIResponseInputFunctionToolCallOutput,
     OpenAIResponseInputMessageContentFile,
     OpenAIResponseInputMessageContentImage,
@@ -27,6 +28,7 @@ from ...api.responses import (
 from ...errors import Conflict, InvalidRequest, TooLarge
 from ...ids import item_id
 from ...inference.types import ChatDocument, ChatMessage, ChatToolCall, ToolSpec
+from ...seal import Sealer, Unsealable
 from ..server_tools import ToolRuntime
 from .tools import Approval
 
@@ -53,6 +55,10 @@ def fit(conversation: list[ChatMessage], truncation: str, context_tokens: int) -
             f"The last input item alone is more than the context window of {context_tokens} tokens"
         )
     return kept
+
+
+#: How a compaction item's summary reaches the model, in place of the turns it stands for.
+COMPACTED_PREFIX = "A summary of the earlier conversation, which was compacted:"
 
 
 def estimated_tokens(messages: list[ChatMessage], tools: list[ToolSpec] | None = None) -> int:
@@ -130,8 +136,7 @@ def answer_forgotten_calls(conversation: list[ChatMessage]) -> None:
 
 
 def input_items(value: str | list[Any]) -> list[Any]:
-    """The request's input as stored items, each with an id (as OpenAI lists them). Reasoning
-    items are kept with the input and not sent to the model (chat models take none back)."""
+    """The request's input as stored items, each with an id (as OpenAI lists them)."""
     if isinstance(value, str):
         value = [
             OpenAIResponseMessage(
@@ -140,11 +145,6 @@ def input_items(value: str | list[Any]) -> list[Any]:
         ]
     items = []
     for item in value:
-        if isinstance(item, OpenAIResponseReasoningItem) and item.encrypted_content:
-            raise InvalidRequest(
-                f"input reasoning item {item.id}: its encrypted_content was not made by this"
-                " deployment, which cannot read it"
-            )
         if getattr(item, "id", None) is None:
             prefix = {"message": "msg", "function_call": "fc", "function_call_output": "fco"}
             item = item.model_copy(update={"id": item_id(prefix.get(item.type, "item"))})
@@ -206,15 +206,50 @@ def _file_content(name: str, media_type: str, raw: bytes) -> str | ChatDocument:
     return ChatDocument(name, media_type, base64.b64encode(raw).decode())
 
 
+def opened_blobs(items: list[Any], tenant: str, sealer: Sealer | None) -> dict[int, str]:
+    """The summary in each compaction item, by the item's id(); every blob (a reasoning
+    item's `encrypted_content` too) checked to be this deployment's, for this caller: 400
+    otherwise."""
+    summaries: dict[int, str] = {}
+    for item in items:
+        kind = {
+            OpenAIResponseReasoningItem: "reasoning",
+            OpenAIResponseCompactionItem: "compaction",
+        }.get(type(item))
+        blob = getattr(item, "encrypted_content", None)
+        if kind is None or not blob:
+            continue
+        try:
+            if sealer is None:
+                raise Unsealable("this deployment reads no blobs")
+            payload = sealer.open(tenant, kind, blob)
+        except Unsealable as err:
+            raise InvalidRequest(
+                f"input {kind} item {item.id}: its encrypted_content is not one this deployment"
+                f" made for this caller ({err})"
+            ) from None
+        if kind == "compaction":
+            summaries[id(item)] = str(payload.get("summary", ""))
+    return summaries
+
+
 def input_messages(
-    items: list[Any], files: dict[int, str | ChatDocument] | None = None
+    items: list[Any],
+    files: dict[int, str | ChatDocument] | None = None,
+    summaries: dict[int, str] | None = None,
 ) -> list[ChatMessage]:
     """The input items as chat messages; `files`: each input_file part's content, read
-    beforehand (`read_files`)."""
+    beforehand (`read_files`); `summaries`: each compaction item's (`opened_blobs`), which
+    stands for the conversation it compacted. Reasoning items are not sent to the model
+    (chat models take none back)."""
     files = files or {}
+    summaries = summaries or {}
     messages: list[ChatMessage] = []
     for item in items:
-        if isinstance(item, OpenAIResponseMessage):
+        if id(item) in summaries:
+            text = f"{COMPACTED_PREFIX}\n{summaries[id(item)]}"
+            messages.append(ChatMessage("user", text))
+        elif isinstance(item, OpenAIResponseMessage):
             role = {"developer": "system"}.get(item.role, item.role)
             text, images = _content_text(item.content), _content_images(item.content)
             message = ChatMessage(role, text, images=images)

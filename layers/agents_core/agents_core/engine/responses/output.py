@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...api.responses import (
@@ -77,11 +77,13 @@ class OutputWriter:
         include: list[str],
         file_search: FileSearchTool | None,
         namespaced: dict[str, tuple[str, str]] | None = None,
+        seal_reasoning: Callable[[str], str] | None = None,
     ) -> None:
         self.response = response
         self.kinds = kinds  # tool name -> what its calls are; grows as MCP servers are listed
         self.include = include  # what the request asked to include (file search results)
         self.namespaced = namespaced or {}  # a namespace's function: (namespace, name) by tool
+        self._seal_reasoning = seal_reasoning  # reasoning -> its blob, when `include` asks
         self.usage: Usage | None = None
         self.last_finish = "stop"  # the last model reply's finish reason
         self._messages = messages
@@ -299,6 +301,8 @@ class OutputWriter:
             return
         index, text = self.index(item), item.content[0].text
         item.status = status
+        if self._seal_reasoning is not None:
+            item.encrypted_content = self._seal_reasoning(text)
         yield self.event(
             ReasoningTextDone, item_id=item.id, output_index=index, content_index=0, text=text
         )

@@ -33,6 +33,7 @@ from ...ids import item_id
 from ...inference.types import ChatMessage
 from ...lifecycle import RESPONSE_DETAIL_TYPES, TurnEventPublisher
 from ...log import logger
+from ...seal import Sealer
 from .. import loop as L
 from ..file_search import FileSearchTool
 from ..server_tools import ToolRuntime
@@ -111,6 +112,7 @@ class ResponseRun:
         base: int | None = None,
         input_checked: bool = False,
         resumed: bool = False,
+        sealer: Sealer | None = None,
     ) -> None:
         self.storage = storage
         self.control = control  # a background run's worker; None: runs in the caller's request
@@ -137,6 +139,11 @@ class ResponseRun:
             include or [],
             self._file_search,
             namespaced,
+            seal_reasoning=(
+                (lambda text: sealer.seal(tenant, "reasoning", {"text": text}))
+                if sealer is not None and "reasoning.encrypted_content" in (include or [])
+                else None
+            ),
         )
         self._base = len(loop.request.messages) if base is None else base  # the loop adds after
         self._input_checked = input_checked  # the input shields ran (not rerun on continuing)
