@@ -192,7 +192,9 @@ def test_a_conversation_compacts_to_its_user_messages_and_a_summary_that_goes_on
         "Paris it is.",
     ]
     asked = model.requests[-1]
-    assert asked["max_tokens"] == 2048 and "compact a conversation" in asked["messages"][0]["content"]
+    assert (
+        asked["max_tokens"] == 2048 and "compact a conversation" in asked["messages"][0]["content"]
+    )
     assert "[assistant] Paris has the best food." in asked["messages"][1]["content"]
     item = compacted.output[2]
     assert "Paris" not in item.encrypted_content  # opaque to the client
