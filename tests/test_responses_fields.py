@@ -211,3 +211,54 @@ def test_a_conversation_compacts_to_its_user_messages_and_a_summary_that_goes_on
     assert "compaction" in refused.value.message
     with pytest.raises(openai.BadRequestError):
         client.responses.compact(model="m", input=[])
+
+
+def test_context_management_compacts_the_context_past_its_threshold(client, model):
+    """Past `compact_threshold`, the context before the input becomes one summary (asked of
+    the model once), the response's first output item is its compaction item, and the
+    context stored for the next response is the compacted one."""
+    model.reply(text="x" * 400)
+    first = client.responses.create(model="m", input="a" * 400)
+    model.reply(text="Summary: a long exchange of letters.")
+    model.reply(text="Short answer.")
+    managed = [{"type": "compaction", "compact_threshold": 150}]
+    second = client.responses.create(
+        model="m", input="and now?", previous_response_id=first.id, context_management=managed
+    )
+    assert [item.type for item in second.output] == ["compaction", "message"]
+    assert second.output_text == "Short answer."
+    summary_call, answer_call = model.requests[-2:]
+    assert "compact a conversation" in summary_call["messages"][0]["content"]
+    sent = answer_call["messages"]
+    assert len(sent) == 2 and sent[0]["content"].endswith("Summary: a long exchange of letters.")
+    assert sent[1] == {"role": "user", "content": "and now?"}
+    model.reply(text="Third.")
+    client.responses.create(model="m", input="go on", previous_response_id=second.id)
+    carried = [m["content"] for m in model.requests[-1]["messages"]]
+    assert "a" * 400 not in carried and carried[-1] == "go on"  # the compacted context went on
+    model.reply(text="Below the threshold.")
+    below = client.responses.create(
+        model="m",
+        input="hi",
+        previous_response_id=second.id,
+        context_management=[{"type": "compaction", "compact_threshold": 100_000}],
+    )
+    assert [item.type for item in below.output] == ["message"]
+
+
+def test_a_compacted_conversation_reads_back_from_its_compaction_on(client, model):
+    conversation = client.conversations.create()
+    model.reply(text="y" * 400)
+    client.responses.create(model="m", input="b" * 400, conversation=conversation.id)
+    model.reply(text="Summary: letters b and y.")
+    model.reply(text="ok")
+    managed = [{"type": "compaction", "compact_threshold": 150}]
+    client.responses.create(
+        model="m", input="next", conversation=conversation.id, context_management=managed
+    )
+    model.reply(text="later")
+    client.responses.create(model="m", input="later?", conversation=conversation.id)
+    contents = [m["content"] for m in model.requests[-1]["messages"]]
+    assert "y" * 400 not in contents  # the assistant's long answer is behind the compaction
+    assert any(c.endswith("Summary: letters b and y.") for c in contents)
+    assert contents[-1] == "later?"

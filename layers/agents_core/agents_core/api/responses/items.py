@@ -279,6 +279,7 @@ OpenAIResponseOutput = Annotated[
     | OpenAIResponseOutputMessageMCPCall
     | OpenAIResponseOutputMessageMCPListTools
     | OpenAIResponseMCPApprovalRequest
-    | OpenAIResponseReasoningItem,
+    | OpenAIResponseReasoningItem
+    | OpenAIResponseCompactionItem,
     Field(discriminator="type"),
 ]

@@ -166,6 +166,15 @@ class StreamOptions(ApiModel):
     include_obfuscation: bool | None = None
 
 
+class ContextManagement(ApiModel):
+    """Automatic compaction: past `compact_threshold` tokens (estimated as the context window
+    is; unset: 80% of the window), the context before this input is summarized into a
+    compaction item, the first of the response's output."""
+
+    type: Literal["compaction"]
+    compact_threshold: int | None = Field(default=None, ge=1)
+
+
 class CreateOpenaiResponseRequest(ApiModel):
     """What `responses.create` sends. Every standard field is accepted; docs/architecture.md
     says which are honoured and how. An unknown field is a 400 naming it."""
@@ -214,9 +223,10 @@ class CreateOpenaiResponseRequest(ApiModel):
     prompt: ResponsePrompt | None = None
     # 400 when set: send `guardrails` (shield ids) for moderation.
     moderation: dict[str, Any] | None = None
-    # Accepted and ignored: no compaction yet, no prompt cache to steer, no completion windows,
-    # no image generation, no access programs.
-    context_management: list[dict[str, Any]] | None = None
+    # `context_management` compacts the context past a threshold (ContextManagement). Accepted
+    # and ignored: no prompt cache to steer, no completion windows, no image generation, no
+    # access programs.
+    context_management: list[ContextManagement] | None = Field(default=None, max_length=4)
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: dict[str, Any] | None = None
     background_options: dict[str, Any] | None = None

@@ -79,6 +79,17 @@ async def summarize(
     return summary, counts
 
 
+def item(tenant: str, summary: str, sealer: Sealer) -> OpenAIResponseCompactionItem:
+    """The compaction item carrying `summary`, sealed for the tenant."""
+    blob = sealer.seal(tenant, "compaction", {"summary": summary})
+    return OpenAIResponseCompactionItem(id=item_id("cmp"), encrypted_content=blob)
+
+
+def summary_message(summary: str) -> ChatMessage:
+    """How a summary reaches the model, in place of the turns it stands for."""
+    return ChatMessage("user", f"{COMPACTED_PREFIX}\n{summary}")
+
+
 def compacted(
     tenant: str,
     conversation: list[ChatMessage],
@@ -98,15 +109,11 @@ def compacted(
         for m in conversation
         if m.role == "user" and m.content and not m.content.startswith(COMPACTED_PREFIX)
     ]
-    item = OpenAIResponseCompactionItem(
-        id=item_id("cmp"),
-        encrypted_content=sealer.seal(tenant, "compaction", {"summary": summary}),
-    )
     total = usage["input_tokens"] + usage["output_tokens"]
     return CompactedResponse(
         id=item_id("resp"),
         created_at=int(time.time()),
-        output=[*users, item],
+        output=[*users, item(tenant, summary, sealer)],
         usage={
             **usage,
             "total_tokens": total,

@@ -18,6 +18,7 @@ from ...api.responses import (
     ConversationReference,
     CountInputTokensRequest,
     CreateOpenaiResponseRequest,
+    OpenAIResponseCompactionItem,
     OpenAIResponseInputToolFileSearch,
     OpenAIResponseInputToolFunction,
     OpenAIResponseInputToolMCP,
@@ -108,6 +109,7 @@ class ResponsesEngine:
             [{"role": m.role, "content": m.content} for m in new_input if m.content],
         )
         inputs.refuse_answered_again(previous, new_input)
+        previous, compacted = await self._auto_compacted(tenant, body, previous, new_input, items)
         current = previous + new_input
         approvals = inputs.approvals(current, items)
         inputs.answer_forgotten_calls(current)
@@ -155,6 +157,7 @@ class ResponsesEngine:
             include=list(body.include or []),
             namespaced=tools.namespaced,
             sealer=self.sealer,
+            compaction=compacted,
         )
 
     def _chat_request(
@@ -310,6 +313,35 @@ class ResponsesEngine:
         )
         await self._sealer_ready()
         return compaction.compacted(tenant, conversation, summary, usage, self.sealer)
+
+    async def _auto_compacted(
+        self,
+        tenant: str,
+        body: CreateOpenaiResponseRequest,
+        previous: list[ChatMessage],
+        new_input: list[ChatMessage],
+        items: list[Any],
+    ) -> tuple[list[ChatMessage], OpenAIResponseCompactionItem | None]:
+        """`context_management`: past its threshold, the context before this input as one
+        summary message, and the compaction item that carries it. Not while the input answers
+        calls of that context (tool results, approvals): they need the calls they answer."""
+        entry = next((c for c in body.context_management or [] if c.type == "compaction"), None)
+        if entry is None or not previous or self.sealer is None:
+            return previous, None
+        threshold = entry.compact_threshold or int(self.limits.context_tokens * 0.8)
+        answering = any(m.role == "tool" for m in new_input) or any(
+            isinstance(item, OpenAIResponseMCPApprovalResponse) for item in items
+        )
+        if answering or inputs.estimated_tokens(previous + new_input) <= threshold:
+            return previous, None
+        provider, model_id = self.models.resolve(body.model)
+        fitted = inputs.fit(previous, "auto", self.limits.context_tokens)
+        summary, _ = await compaction.summarize(
+            provider, model_id, fitted, None, self.limits.call_seconds
+        )
+        await self._sealer_ready()
+        item = compaction.item(tenant, summary, self.sealer)
+        return [compaction.summary_message(summary)], item
 
     async def _prompt(self, tenant: str, prompt: ResponsePrompt) -> str:
         """A stored template's text with the request's values in its placeholders; 400 for a

@@ -246,7 +246,12 @@ def input_messages(
     summaries = summaries or {}
     messages: list[ChatMessage] = []
     for item in items:
-        if id(item) in summaries:
+        if id(item) in summaries:  # it stands for what came before, but the user's words
+            messages = [
+                m
+                for m in messages
+                if m.role == "user" and not m.content.startswith(COMPACTED_PREFIX)
+            ]
             text = f"{COMPACTED_PREFIX}\n{summaries[id(item)]}"
             messages.append(ChatMessage("user", text))
         elif isinstance(item, OpenAIResponseMessage):

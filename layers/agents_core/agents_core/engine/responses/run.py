@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from ... import metrics
 from ...api.conversations import as_conversation_item
 from ...api.responses import (
+    OpenAIResponseCompactionItem,
     OpenAIResponseError,
     OpenAIResponseMessage,
     OpenAIResponseObject,
@@ -113,6 +114,7 @@ class ResponseRun:
         input_checked: bool = False,
         resumed: bool = False,
         sealer: Sealer | None = None,
+        compaction: OpenAIResponseCompactionItem | None = None,
     ) -> None:
         self.storage = storage
         self.control = control  # a background run's worker; None: runs in the caller's request
@@ -130,6 +132,7 @@ class ResponseRun:
         self.publisher = publisher  # the response's end goes to the bus, when there is one
         self.mcp = mcp or []  # listed before the first model call
         self.approvals = approvals or []  # run (or declined) before the first model call
+        self.compaction = compaction  # the context compacted for this response: its first item
         found = loop.tools.server.get("file_search")
         self._file_search = found if isinstance(found, FileSearchTool) else None
         self.output = OutputWriter(
@@ -193,6 +196,10 @@ class ResponseRun:
 
     async def _steps(self) -> AsyncIterator[StreamEvent]:
         """The run's events up to its end; a state stored after each step it completes."""
+        if self.compaction is not None:
+            yield self.output.add(self.compaction)
+            yield self.output.done(self.compaction)
+            self.compaction = None
         while self.mcp:
             assert self.tools is not None
             async for out in list_tools(self.output, self.tools, self.mcp[0], self.loop):
