@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from agents_core.services import build_services
 from agents_core.settings import Settings
@@ -112,3 +114,23 @@ def test_images_go_to_converse_as_bytes_and_links_are_refused(api, bedrock):
         turn_url(agent_id, session_id), json={"messages": [{"role": "user", "content": [link]}]}
     )
     assert resp.status_code == 400 and "data: URLs" in resp.json()["detail"]
+
+
+def test_input_tokens_are_bedrocks_own_count(dynamodb, bedrock):
+    """A Bedrock model's input is counted by Bedrock (CountTokens, as Converse would read it);
+    other models' by the estimate."""
+    from agents_core.web.responses import router as responses_router
+
+    services = build_services(Settings(table_name=TABLE), dynamodb)
+    app = create_app(responses_router, services=services)
+    with TestClient(app) as client:
+        body = {"model": MODEL, "input": "one two three", "instructions": "Be terse."}
+        counted = client.post("/v1/responses/input_tokens", json=body)
+        estimated = client.post("/v1/responses/input_tokens", json={**body, "model": "offline"})
+    assert counted.status_code == 200, counted.text
+    asked = bedrock.requests[-1]
+    assert asked["modelId"] == "anthropic.claude-3-haiku-20240307-v1:0"
+    assert asked["input"]["converse"]["system"] == [{"text": "Be terse."}]
+    assert asked["input"]["converse"]["messages"][0]["content"] == [{"text": "one two three"}]
+    assert counted.json()["input_tokens"] == len(json.dumps(asked["input"]).split())
+    assert estimated.json()["input_tokens"] == (len("one two three") + len("Be terse.")) // 4 + 1

@@ -59,6 +59,15 @@ class BedrockEmulator(LocalPeer):
                 _, _, model, action = self.path.split("/", 3)
                 body["modelId"] = unquote(model)
                 emulator.requests.append(body)
+                if action == "count-tokens":  # a word a token: a stand-in for a tokenizer
+                    words = len(json.dumps(body["input"]).split())
+                    data = json.dumps({"inputTokens": words}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 reply = emulator._replies.pop(0) if emulator._replies else emulator._echo(body)
                 if reply.error == "throttling":
                     data = json.dumps({"message": "Too many requests"}).encode()

@@ -58,6 +58,18 @@ class BedrockProvider:
         events.append(Finish(_STOP.get(resp.get("stopReason"), "stop"), _usage(resp.get("usage"))))
         return events
 
+    async def count_tokens(self, request: ChatRequest) -> int:
+        """The model's own count of the request's input (Bedrock's CountTokens)."""
+        params = self._params(request)
+        converse = {
+            k: params[k]
+            for k in ("messages", "system", "toolConfig", "additionalModelRequestFields")
+            if k in params
+        }
+        call = {"modelId": request.model, "input": {"converse": converse}}
+        resp = await asyncio.to_thread(self._call, self._client.count_tokens, call, request.model)
+        return int(resp["inputTokens"])
+
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
         params = self._params(request)
         loop = asyncio.get_running_loop()

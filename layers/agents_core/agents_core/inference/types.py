@@ -146,6 +146,13 @@ class Provider(Protocol):
         ...
 
 
+class TokenCounter(Protocol):
+    """A provider that counts a request's input tokens itself (Bedrock's CountTokens); the
+    others' counts are estimates."""
+
+    async def count_tokens(self, request: ChatRequest) -> int: ...
+
+
 async def model_events(
     provider: Provider, request: ChatRequest, stream: bool
 ) -> AsyncIterator[ChatEvent]:

@@ -55,9 +55,9 @@ async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc
 async def count_input_tokens(
     body: CountInputTokensRequest, tenant: Tenant, svc: Svc
 ) -> InputTokenCount:
-    """The input tokens a response with this input, context and tools would start with,
-    estimated as the context window is kept (4 characters a token); nothing runs or is
-    stored."""
+    """The input tokens a response with this input, context and tools would start with: the
+    model's own count where its provider has one (Bedrock), else the context window's estimate
+    (4 characters a token). Nothing runs or is stored."""
     count = await svc.responses_engine.input_tokens(tenant, body)
     return InputTokenCount(input_tokens=count)
 

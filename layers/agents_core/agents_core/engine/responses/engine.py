@@ -377,6 +377,12 @@ class ResponsesEngine:
         if body.truncation == "auto":
             current = inputs.fit(current, "auto", self.limits.context_tokens)
         system = [ChatMessage("system", body.instructions)] if body.instructions else []
+        if body.model:
+            provider, model_id = self.models.resolve(body.model)
+            if hasattr(provider, "count_tokens"):
+                request = ChatRequest(model=model_id, messages=system + current, tools=tools.specs)
+                provider.check(request)
+                return await provider.count_tokens(request)
         return inputs.estimated_tokens(system + current, tools.specs)
 
     async def _in_conversation(
