@@ -362,6 +362,33 @@ def test_both_clients_get_answers_with_their_key_and_tenants_stay_apart(keyed_se
     assert listed.status_code == 200 and listed.json()["data"] == []
 
 
+def test_a_compaction_or_reasoning_blob_reads_back_only_for_the_tenant_it_was_made_for(
+    keyed_server, model
+):
+    base, _, port = keyed_server
+    keys = {name: _cli(port, "create", name)["key"] for name in ("hooli", "pied-piper")}
+    sdks = {
+        name: openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0)
+        for name, key in keys.items()
+    }
+    model.reply(text="Summary: they met.")
+    compacted = sdks["hooli"].responses.compact(model="m", input="We met in Paris.")
+    model.reply(reasoning="Hmm.", text="ok")
+    reasoned = sdks["hooli"].responses.create(
+        model="m", input="hi", store=False, include=["reasoning.encrypted_content"]
+    )
+    blobs = [compacted.output[-1].model_dump(exclude_none=True)]
+    blobs.append(reasoned.output[0].model_dump(exclude_none=True))
+    for blob in blobs:
+        replay = [blob, {"role": "user", "content": "go on"}]
+        with pytest.raises(openai.BadRequestError) as refused:
+            sdks["pied-piper"].responses.create(model="m", input=replay, store=False)
+        assert "encrypted_content" in refused.value.message
+        model.reply(text="on we go")
+        mine = sdks["hooli"].responses.create(model="m", input=replay, store=False)
+        assert mine.output_text == "on we go"
+
+
 def test_no_key_a_wrong_key_and_a_revoked_key_get_401(keyed_server):
     base, _, port = keyed_server
     created = _cli(port, "create", "initech")
