@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import boto3
 import pytest
 from agents_core.services import Services, build_services
@@ -38,7 +40,21 @@ def model():
 
 
 @pytest.fixture
-def dynamodb(aws_env):
+def dynamodb(aws_env, monkeypatch):
+    """moto in this process. DynamoDB takes each request whole; moto's mock runs a request on
+    its caller's thread, and a transaction deep-copies the table while another thread (a
+    stream log's writer, a running turn's record) may write to it: so here requests are taken
+    one at a time, as functions/local/serial_moto.py takes them for local runs."""
+    from moto.dynamodb.responses import DynamoHandler
+
+    lock = threading.RLock()
+    take = DynamoHandler.call_action
+
+    def one_at_a_time(handler: DynamoHandler):
+        with lock:
+            return take(handler)
+
+    monkeypatch.setattr(DynamoHandler, "call_action", one_at_a_time)
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_table_if_missing(client, TABLE)
