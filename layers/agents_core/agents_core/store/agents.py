@@ -72,15 +72,21 @@ class AgentStore:
         """The agent, from this container's memory when read in the last minute. Agents never
         change once created, and a turn on a deleted agent's session is refused by the session
         lock (the delete removes the sessions), so a turn needs no fresh read."""
-        cache_key = (tenant, agent_id)
-        cached = self._agent_cache.get(cache_key)
-        if cached is not None and time.monotonic() - cached[1] < AGENT_CACHE_SECONDS:
-            return cached[0]
+        remembered = self.remembered_agent(tenant, agent_id)
+        if remembered is not None:
+            return remembered
         agent = self.get_agent(tenant, agent_id)
-        self._agent_cache[cache_key] = (agent, time.monotonic())
+        self._agent_cache[(tenant, agent_id)] = (agent, time.monotonic())
         while len(self._agent_cache) > AGENT_CACHE_SIZE:
             self._agent_cache.pop(next(iter(self._agent_cache)))
         return agent
+
+    def remembered_agent(self, tenant: str, agent_id: str) -> Agent | None:
+        """The agent as this container read it in the last minute, or None (no I/O)."""
+        cached = self._agent_cache.get((tenant, agent_id))
+        if cached is not None and time.monotonic() - cached[1] < AGENT_CACHE_SECONDS:
+            return cached[0]
+        return None
 
     def list_agents(self, tenant: str, start_index: int, limit: int) -> tuple[list[Agent], bool]:
         items, has_more = self._t.page(

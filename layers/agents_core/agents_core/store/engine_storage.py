@@ -32,6 +32,9 @@ class DynamoTurnStorage:
         self.lease_seconds = turns.lease_seconds
 
     async def agent(self, tenant: str, agent_id: str) -> Agent:
+        remembered = self._agents.remembered_agent(tenant, agent_id)  # no thread for a hit
+        if remembered is not None:
+            return remembered
         return await asyncio.to_thread(self._agents.agent_for_turn, tenant, agent_id)
 
     async def lock_session(self, tenant: str, agent_id: str, turn: Turn) -> HeldSession:
