@@ -38,8 +38,8 @@ class DecompressBodies:
         if encoding not in _DECODERS:
             message = f"Content-Encoding {encoding} is not accepted; send gzip, zstd or none"
             return await error_response(Request(scope), 415, message)(scope, receive, send)
-        compressed = await _read(receive)
         try:
+            compressed = await _read(receive)
             body = _decompress(_DECODERS[encoding], compressed)
         except _TooLarge:
             message = f"The body decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes"
@@ -66,11 +66,16 @@ class _TooLarge(Exception):
 
 
 async def _read(receive: Callable) -> bytes:
-    """The whole (compressed) body; the server or API Gateway bounds its size."""
+    """The whole (compressed) body, itself within the bound (API Gateway's is lower)."""
     parts: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
-        parts.append(message.get("body", b""))
+        part = message.get("body", b"")
+        size += len(part)
+        if size > MAX_DECOMPRESSED_BYTES:
+            raise _TooLarge
+        parts.append(part)
         if not message.get("more_body"):
             return b"".join(parts)
 
