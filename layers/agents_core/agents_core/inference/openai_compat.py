@@ -7,6 +7,7 @@ built in wire form here and each chunk is read for the few fields the engine use
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -56,12 +57,10 @@ class OpenAICompatProvider:
     def _http(self) -> Any:
         """The client of the running event loop: its kept-alive connections belong to that
         loop, and a function may run each invocation in a new one."""
-        import asyncio
-
-        import httpx
-
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
+            import httpx
+
             self._client = httpx.AsyncClient(headers=self._headers, timeout=self._timeout)
             self._loop = loop
         return self._client
@@ -233,9 +232,7 @@ _END_EVENTS = 16
 async def _rest_of(events: AsyncIterator[str]) -> None:
     """Read on to the end of the body; the answer is whole already, so a stream that breaks
     here costs only its connection."""
-    import asyncio
-
-    import httpx
+    import httpx  # loaded already: the stream it reads is httpx's
 
     try:
         async with asyncio.timeout(_END_SECONDS):

@@ -30,10 +30,9 @@ class DecompressBodies:
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = [(k, v) for k, v in scope["headers"] if k != b"content-encoding"]
         encoding = next((v for k, v in scope["headers"] if k == b"content-encoding"), b"")
         encoding = encoding.decode("latin-1").strip().lower()
-        if encoding in ("", "identity"):
+        if encoding in ("", "identity"):  # nearly every request: nothing copied
             return await self.app(scope, receive, send)
         if encoding not in _DECODERS:
             message = f"Content-Encoding {encoding} is not accepted; send gzip, zstd or none"
@@ -47,7 +46,8 @@ class DecompressBodies:
         except Exception:
             message = f"The body is not valid {encoding} data"
             return await error_response(Request(scope), 400, message)(scope, receive, send)
-        headers = [(k, v) for k, v in headers if k != b"content-length"]
+        plain = (b"content-encoding", b"content-length")
+        headers = [(k, v) for k, v in scope["headers"] if k not in plain]
         headers.append((b"content-length", str(len(body)).encode()))
         sent = False
 

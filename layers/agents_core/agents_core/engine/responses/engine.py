@@ -92,8 +92,7 @@ class ResponsesEngine:
         conversation = await self._in_conversation(tenant, body)
         previous: list[ChatMessage] = conversation[1] if conversation is not None else []
         if body.previous_response_id:
-            stored = await self.storage.context(tenant, body.previous_response_id)
-            previous = [ChatMessage.from_dict(m) for m in stored]
+            previous = await self._previous(tenant, body.previous_response_id)
         items = inputs.input_items(body.input)
         new_input = await self._messages(tenant, items)
         search = tools.server.get("file_search")
@@ -299,8 +298,7 @@ class ResponsesEngine:
         stored: the client sends the output back as the next input."""
         previous: list[ChatMessage] = []
         if body.previous_response_id:
-            stored = await self.storage.context(tenant, body.previous_response_id)
-            previous = [ChatMessage.from_dict(m) for m in stored]
+            previous = await self._previous(tenant, body.previous_response_id)
         conversation = previous + await self._messages(tenant, inputs.input_items(body.input or []))
         if not conversation:
             raise InvalidRequest("Nothing to compact: send input or previous_response_id")
@@ -371,8 +369,7 @@ class ResponsesEngine:
         if body.conversation is not None:
             previous = (await self._conversation(tenant, body.conversation))[1]
         elif body.previous_response_id:
-            stored = await self.storage.context(tenant, body.previous_response_id)
-            previous = [ChatMessage.from_dict(m) for m in stored]
+            previous = await self._previous(tenant, body.previous_response_id)
         current = previous + await self._messages(tenant, inputs.input_items(body.input or []))
         if body.truncation == "auto":
             current = inputs.fit(current, "auto", self.limits.context_tokens)
@@ -397,6 +394,10 @@ class ResponsesEngine:
         if body.store is False:
             raise InvalidRequest("a response in a conversation is stored: store cannot be false")
         return await self._conversation(tenant, body.conversation)
+
+    async def _previous(self, tenant: str, response_id: str) -> list[ChatMessage]:
+        """A previous response's stored conversation, as chat messages (NotFound)."""
+        return [ChatMessage.from_dict(m) for m in await self.storage.context(tenant, response_id)]
 
     async def _conversation(
         self, tenant: str, conversation: str | ConversationReference
