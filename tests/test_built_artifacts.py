@@ -405,6 +405,7 @@ def test_every_built_function_starts_with_only_its_layer_and_serves_its_events(
     agents, urls, logs = functions
     try:
         check_turns_resumed_over_http_and_from_the_queue(agents, urls, aws)
+        check_the_playground_is_served_by_the_agents_function(agents)
         check_a_streamed_response_from_an_openai_compatible_model(urls, model)
     except AssertionError as err:
         raise AssertionError(f"{err}\n{_logs(logs)}") from err
@@ -477,6 +478,24 @@ def check_turns_resumed_over_http_and_from_the_queue(
     turn = forward(urls["TurnsFunction"], load_event("agents/get_turn.json", second))
     assert turn.status_code == 200, turn.text  # streamed: a turn may pass 6 MB
     assert turn.json()["output_message"]["content"] == "Tool result: 18C and sunny"
+
+
+def check_the_playground_is_served_by_the_agents_function(agents: BufferedFunction) -> None:
+    """The page and its script from the layer's package data, through Mangum."""
+    for path, kind in (
+        ("/playground", "text/html"),
+        ("/playground/playground.js", "text/javascript"),
+    ):
+        event = load_event("agents/list_agents.json")
+        event.update(path=path, resource=path, queryStringParameters=None)
+        event.update(multiValueQueryStringParameters=None)
+        event["requestContext"].update(resourcePath=path, path=f"/v0{path}")
+        answer = agents.invoke(event)
+        assert answer["statusCode"] == 200, answer
+        headers = dict(answer.get("headers") or {})
+        headers.update((k, v[0]) for k, v in (answer.get("multiValueHeaders") or {}).items())
+        assert headers["content-type"].startswith(kind), answer
+        assert "data-testid" in answer["body"] or "fetch(" in answer["body"]
 
 
 def check_a_streamed_response_from_an_openai_compatible_model(urls, model) -> None:
@@ -627,6 +646,16 @@ def test_the_built_ingest_function_ingests_a_file_attached_to_a_vector_store(bui
         assert worker.invoke(sqs_event) == {"batchItemFailures": []}
     assert services.vector_stores.file("acme", store.id, file.id).status == "completed"
     assert services.vector_stores.get("acme", store.id).file_counts.completed == 1
+
+
+def test_the_layer_carries_the_playground_page_and_nothing_else_of_its_folder_is_served(build):
+    built, _ = build
+    folder = built["AgentsCoreLayer"] / "python" / "agents_core" / "web" / "playground"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "index.html",
+        "playground.css",
+        "playground.js",
+    ]
 
 
 def test_the_layer_leaves_the_authorizers_jwt_stack_to_the_authorizers_own_build(build):

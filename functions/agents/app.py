@@ -1,6 +1,6 @@
 """Lambda entry point of the agents function (buffered): agents and sessions;
 tool groups and the tool runtime; shields, run-shield and moderations; embeddings; files and
-vector stores; prompts."""
+vector stores; prompts; the playground's static page."""
 
 from agents_core.log import logger
 from agents_core.services import build_services
@@ -9,6 +9,7 @@ from agents_core.web.agents import router
 from agents_core.web.app import create_app
 from agents_core.web.embeddings import router as embeddings_router
 from agents_core.web.files import files_router, vector_stores_router
+from agents_core.web.playground import router as playground_router
 from agents_core.web.prompts import router as prompts_router
 from agents_core.web.safety import safety_router, shields_router
 from agents_core.web.tools import router as tools_router
@@ -25,6 +26,7 @@ app = create_app(
     files_router,
     vector_stores_router,
     prompts_router,
+    playground_router,
     services=services,
 )
 stores = (services.agents, services.turns)  # built (imports and all) during init

@@ -330,6 +330,7 @@ def build_local_app():
     from agents_core.web.discovery import router as discovery_router
     from agents_core.web.embeddings import router as embeddings_router
     from agents_core.web.files import files_router, vector_stores_router
+    from agents_core.web.playground import router as playground_router
     from agents_core.web.prompts import router as prompts_router
     from agents_core.web.responses import router as responses_router
     from agents_core.web.safety import safety_router, shields_router
@@ -471,6 +472,7 @@ def build_local_app():
         files_router,
         vector_stores_router,
         prompts_router,
+        playground_router,
         local,
         services=services,
         lifespan=lifespan,
