@@ -284,6 +284,8 @@ class MemoryResponseStorage:
     conversations: dict[tuple[str, str], _Conversation] = field(default_factory=dict)
     #: (tenant, response id) -> the response as it started (JSON), until it ends
     started: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: (tenant, response id) -> the spans stored with its end
+    traces: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
 
     async def begin(
         self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
@@ -305,8 +307,10 @@ class MemoryResponseStorage:
         response: OpenAIResponseObjectWithInput,
         context: list[dict[str, Any]],
         conversation: ConversationAppend | None = None,
+        trace: list[dict[str, Any]] | None = None,
     ) -> None:
         body = _json(response)
+        self.traces[(tenant, response.id)] = copy.deepcopy(trace or [])
         if conversation is not None:
             found = self._conversation(tenant, conversation.conversation_id)
             if found.version != conversation.version:

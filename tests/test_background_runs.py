@@ -52,8 +52,9 @@ class MemoryControl:
         if self.kill_after is not None and len(self.states) >= self.kill_after:
             raise Killed
 
-    async def save(self, response: Any, context: Any, conversation: Any) -> None:
+    async def save(self, response: Any, context: Any, conversation: Any, trace: Any = None) -> None:
         self.saved = response.model_copy(deep=True)
+        self.trace = trace
 
 
 def world():

@@ -245,6 +245,7 @@ _RESPONSES = {
     ("/{response_id}", "get"),
     ("/{response_id}", "delete"),
     ("/{response_id}/input_items", "get"),
+    ("/{response_id}/trace", "get"),
     ("/{response_id}/cancel", "post"),
     ("/input_tokens", "post"),
     ("/compact", "post"),
@@ -270,6 +271,7 @@ STREAMED = (
             ("/{turn_id}/stream", "get"),
             ("/{turn_id}", "get"),  # a turn or a step may pass a buffered Lambda's 6 MB
             ("/{turn_id}/step/{step_id}", "get"),
+            ("/{turn_id}/trace", "get"),
         )
     }
     | {

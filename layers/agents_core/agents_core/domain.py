@@ -31,6 +31,8 @@ class TurnState:
     error: str | None = None
     #: SHA-256 of the resume token issued at the turn's last pause (the queue's proof of origin).
     resume_token_hash: str | None = None
+    #: The spans of the turn's runs so far (telemetry.spans.RunSpans, stored form).
+    trace: list[dict[str, Any]] = field(default_factory=list)
 
     def resume_token_matches(self, token: str | None) -> bool:
         """Whether `token` is the one issued when this turn last paused."""

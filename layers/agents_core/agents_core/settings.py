@@ -161,6 +161,12 @@ class Settings:
     #: embedding call is given while ingesting.
     ingest_max_chars: int = 2_000_000
     ingest_embed_batch: int = 64
+    #: Where runs' spans go over OTLP/HTTP (JSON), e.g. a collector's `http://localhost:4318`
+    #: or CloudWatch's `https://xray.<region>.amazonaws.com` (signed); unset: nowhere, and the
+    #: exporter is not imported. OTEL_SERVICE_NAME names the service in them.
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_service_name: str = "serverless-agents"
+    otel_exporter_otlp_timeout_seconds: float = 2.0
     #: The queue of files to ingest into vector stores (services/ingest.py).
     ingest_queue_name: str = "serverless-agents-ingest"
     ingest_queue_url: str | None = None  # the stack's; found by name when unset

@@ -113,11 +113,12 @@ class ResponseStorage(Protocol):
         response: OpenAIResponseObjectWithInput,
         context: list[StoredMessage],
         conversation: ConversationAppend | None = None,
+        trace: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Store the response; with `conversation`, append its items to that conversation in
-        the same write: Conflict when the conversation changed since its context was read,
-        NotFound when it is gone, TooLarge for more items than one write takes. Nothing is
-        stored then."""
+        """Store the response, with `trace` (its runs' spans, stored form) when given; with
+        `conversation`, append its items to that conversation in the same write: Conflict when
+        the conversation changed since its context was read, NotFound when it is gone, TooLarge
+        for more items than one write takes. Nothing is stored then."""
         ...
 
     async def conversation_context(

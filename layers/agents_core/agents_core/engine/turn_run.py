@@ -5,6 +5,7 @@ lease renewed meanwhile, and the end announced on the bus."""
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
@@ -29,12 +30,14 @@ from ..api.agents import (
 from ..api.common import CompletionMessage, StopReason, TextDelta, ToolCallDelta, ToolResponse
 from ..domain import AWAITING_INPUT, COMPLETED, FAILED, SessionLock, TurnState, resume_token_hash
 from ..errors import Conflict, RunFailed, UpstreamFailed, status_of
+from ..inference.types import ChatToolCall
 from ..lifecycle import TurnEventPublisher
 from ..log import logger
 from . import loop as L
 from . import messages as convert
 from .shields import BLOCKED_MESSAGE
 from .storage import TurnStorage
+from .trace import RunTrace, SpanExporter
 
 _TURN_METRIC = {
     AWAITING_INPUT: "TurnsAwaitingInput",
@@ -59,6 +62,7 @@ class TurnRun:
         loop: L.AgentLoop,
         prelude: tuple[Step, ...] = (),
         revert_to: tuple[Turn, TurnState] | None = None,
+        exporter: SpanExporter | None = None,
     ) -> None:
         self.storage = storage
         self.publisher = publisher
@@ -72,6 +76,13 @@ class TurnRun:
         #: For a queued resume: the paused turn to go back to if the model fails (SQS retries).
         self.revert_to = revert_to
         self.written_steps = [step.step_id for step in prelude]
+        self.exporter = exporter  # where the run's spans go besides the turn (OTLP), if anywhere
+        self.trace = RunTrace(
+            turn.turn_id,
+            loop.request.model,
+            earlier=state.trace,
+            attributes={"gen_ai.agent.id": agent_id, "gen_ai.conversation.id": turn.session_id},
+        )
         self._answer: InferenceStep | None = None  # the last reply, stored with the turn's end
         self._reverted = False  # back to awaiting input, as before this resume: nothing to tell
         self._resume_token: str | None = None  # issued at a pause, told only to the bus
@@ -108,10 +119,13 @@ class TurnRun:
         lease = asyncio.create_task(self._keep_lease())
         try:
             for step in self.prelude:
+                if isinstance(step, ToolExecutionStep):  # the client's results: its calls' spans
+                    _trace_client_calls(self.trace, step)
                 yield _step_start(step.step_type, step.step_id)
                 yield _step_complete(step)
             async with aclosing(self.loop.run()) as events:
                 async for event in events:
+                    self.trace.observe(event)
                     async for chunk in self._on(event):
                         yield chunk
         except Exception as err:  # storage failed or the turn lost its session
@@ -122,6 +136,8 @@ class TurnRun:
             metrics.count("TurnsContinued")
         elif not self._reverted:
             await self._announce()
+        if self.exporter is not None and self.trace.ended and not self._reverted:
+            await self.exporter.export(self.trace.trace_id, self.trace.index, self.trace.run)
 
     async def _on(self, event: L.LoopEvent) -> AsyncIterator[AgentTurnResponseStreamChunk | Any]:
         """The chunks one loop event means for the turn, storing what it completes."""
@@ -214,6 +230,7 @@ class TurnRun:
         self.state.status = status
         self.state.iterations = self.loop.iterations
         self.state.tool_calls = self.loop.tool_calls
+        self.state.trace = self.trace.end("error" if status == FAILED else None)
         await self.storage.end_turn(self.lock, self.turn, self.state, **stored)
 
     async def _complete(
@@ -351,6 +368,20 @@ def _tool_step(turn_id: str, ran: L.ToolsRan) -> ToolExecutionStep:
             for r in ran.results
         ],
     )
+
+
+def _trace_client_calls(trace: RunTrace, step: ToolExecutionStep) -> None:
+    results = {r.call_id: r for r in step.tool_responses}
+    started = step.started_at or step.completed_at or L.now()
+    completed = step.completed_at or started
+    for call in step.tool_calls:
+        arguments = call.arguments_json or json.dumps(call.model_dump(mode="json")["arguments"])
+        chat_call = ChatToolCall(call.call_id, str(call.tool_name), arguments)
+        answer = results.get(call.call_id)
+        content = answer.model_dump(mode="json")["content"] if answer is not None else ""
+        text = content if isinstance(content, str) else json.dumps(content)
+        result = L.ToolResult(chat_call, text)
+        trace.tool(chat_call, started, completed, result)
 
 
 def _reason(err: Exception) -> str:

@@ -32,6 +32,7 @@ from . import messages as convert
 from .server_tools import ServerToolset, ToolRuntime
 from .shields import ShieldService, shields_for
 from .storage import TurnStorage
+from .trace import SpanExporter
 from .turn_run import TurnRun
 
 __all__ = ["TurnEngine", "TurnRun"]
@@ -51,7 +52,9 @@ class TurnEngine:
         limits: L.Limits = L.Limits(),
         tools: ToolRuntime | None = None,
         shields: ShieldService | None = None,
+        exporter: SpanExporter | None = None,
     ) -> None:
+        self.exporter = exporter  # runs' spans go there too (OTLP), when configured
         self.storage = storage
         self.models = models
         self.publisher = publisher
@@ -198,6 +201,7 @@ class TurnEngine:
             turn=turn,
             state=state,
             loop=loop,
+            exporter=self.exporter,
             **more,
         )
 

@@ -203,6 +203,22 @@ class Services:
             self.limits,
             tools=_OnFirstUse(lambda: self.tool_runtime),
             shields=_OnFirstUse(lambda: self.safety),
+            exporter=self.span_exporter,
+        )
+
+    @cached_property
+    def span_exporter(self):
+        """Runs' spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set; else None, and the
+        exporter's module is not imported."""
+        s = self.settings
+        if not s.otel_exporter_otlp_endpoint:
+            return None
+        from ..telemetry.otlp import OtlpExporter
+
+        return OtlpExporter(
+            s.otel_exporter_otlp_endpoint,
+            service_name=s.otel_service_name,
+            timeout=s.otel_exporter_otlp_timeout_seconds,
         )
 
     @cached_property
@@ -220,6 +236,7 @@ class Services:
             shields=_OnFirstUse(lambda: self.safety),
             publisher=self.publisher,
             sealer=self.sealer,
+            exporter=self.span_exporter,
         )
 
     @cached_property

@@ -257,6 +257,7 @@ class StoredRunControl:
         response: OpenAIResponseObjectWithInput,
         context: list[dict[str, Any]],
         conversation: ConversationAppend | None,
+        trace: list[dict[str, Any]] | None = None,
     ) -> None:
         from ..engine.responses import RunLost
 
@@ -264,14 +265,14 @@ class StoredRunControl:
             self._cancel(response)  # the cancel came first: it wins
         try:
             try:
-                await self._write(response, context, conversation)
+                await self._write(response, context, conversation, trace)
             except (CancelledMeanwhile, Conflict):
                 # The end's write refuses to pass a cancel that landed after the look above
                 # (with a conversation, that refusal reads as a Conflict: look).
                 if response.status == "cancelled" or not await self._cancelled_now():
                     raise
                 self._cancel(response)
-                await self._write(response, context, conversation)
+                await self._write(response, context, conversation, trace)
         except RunGone as err:
             self.lost = True
             raise RunLost(self.response_id) from err
@@ -281,11 +282,14 @@ class StoredRunControl:
         response: OpenAIResponseObjectWithInput,
         context: list[dict[str, Any]],
         conversation: ConversationAppend | None,
+        trace: list[dict[str, Any]] | None,
     ) -> None:
         if conversation is None:
-            await asyncio.to_thread(self.store.save, self.tenant, response, context, self.owner)
+            await asyncio.to_thread(
+                self.store.save, self.tenant, response, context, self.owner, trace=trace
+            )
         else:
-            writes = self.store.writes(self.tenant, response, context, self.owner)
+            writes = self.store.writes(self.tenant, response, context, self.owner, trace=trace)
             await asyncio.to_thread(self.conversations.append, self.tenant, conversation, writes)
 
     @staticmethod

@@ -156,12 +156,13 @@ class DynamoResponseStorage:
         response: OpenAIResponseObjectWithInput,
         context: list[Any],
         conversation: ConversationAppend | None = None,
+        trace: list[dict[str, Any]] | None = None,
     ) -> None:
         await self._started_first(tenant, response.id)
         if conversation is None:
-            await asyncio.to_thread(self._responses.save, tenant, response, context)
+            await asyncio.to_thread(self._responses.save, tenant, response, context, trace=trace)
             return
-        writes = self._responses.writes(tenant, response, context)
+        writes = self._responses.writes(tenant, response, context, trace=trace)
         await asyncio.to_thread(self._conversations.append, tenant, conversation, writes)
 
     async def conversation_context(

@@ -87,8 +87,10 @@ class ResponseStore:
         response: OpenAIResponseObjectWithInput,
         context: list[dict[str, Any]],
         owner: str | None = None,
+        *,
+        trace: list[dict[str, Any]] | None = None,
     ) -> None:
-        parts, heads = self.writes(tenant, response, context, owner)
+        parts, heads = self.writes(tenant, response, context, owner, trace=trace)
         if parts:
             self._t.put_all(parts)
         try:
@@ -107,6 +109,8 @@ class ResponseStore:
         response: OpenAIResponseObjectWithInput,
         context: list[dict[str, Any]],
         owner: str | None = None,
+        *,
+        trace: list[dict[str, Any]] | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(parts to write first, the transaction's actions): a response's records, for `save`
         or for a transaction that also appends to its conversation. With `owner` (a background
@@ -116,7 +120,10 @@ class ResponseStore:
         (the head's condition), so a cancel answered `cancelled` stays so."""
         pk = keys.response_pk(tenant, response.id)
         extra = self._head_attributes(tenant, response)
-        head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, extra)
+        attrs = {"body": json_body(response)}
+        if trace:
+            attrs["trace"] = json.dumps(trace, separators=(",", ":"))
+        head, *parts = encode(key(pk, keys.RESPONSE), attrs, extra)
         items = [head]
         if response.store:
             context_head, *context_parts = encode(
@@ -406,17 +413,16 @@ class ResponseStore:
         return [key(pk, item["SK"]["S"]) for item in found]
 
     def get(self, tenant: str, response_id: str) -> OpenAIResponseObjectWithInput:
-        pk = keys.response_pk(tenant, response_id)
-        items = self._t.query_all(
-            {
-                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
-                "ExpressionAttributeValues": {":pk": {"S": pk}, ":sk": {"S": keys.RESPONSE}},
-                "ConsistentRead": True,
-            }
-        )
-        for head, attrs in decode(items):
+        for head, attrs in decode(self._head_items(tenant, response_id)):
             if head["SK"]["S"] == keys.RESPONSE and not expired(head):
                 return _present(head, attrs["body"])
+        raise NotFound(f"Response {response_id} not found")
+
+    def trace(self, tenant: str, response_id: str) -> tuple[str, list[dict[str, Any]]]:
+        """A response's status and the spans stored with its end (none while it runs)."""
+        for head, attrs in decode(self._head_items(tenant, response_id)):
+            if head["SK"]["S"] == keys.RESPONSE and not expired(head):
+                return head["status"]["S"], json.loads(attrs.get("trace", "[]"))
         raise NotFound(f"Response {response_id} not found")
 
     def context(self, tenant: str, response_id: str) -> list[dict[str, Any]]:
@@ -469,6 +475,19 @@ class ResponseStore:
         rest = [key(pk, i["SK"]["S"]) for i in items if i["SK"]["S"] != keys.RESPONSE]
         self._t.delete_all(rest)
         self._t.delete_all([key(pk, keys.RESPONSE)])
+
+    def _head_items(self, tenant: str, response_id: str) -> list[dict[str, Any]]:
+        """The response's head item and its parts, if it is in parts."""
+        return self._t.query_all(
+            {
+                "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": keys.response_pk(tenant, response_id)},
+                    ":sk": {"S": keys.RESPONSE},
+                },
+                "ConsistentRead": True,
+            }
+        )
 
     def _records(self, tenant: str, response_id: str, sk: str) -> dict[str, str]:
         return self._records_at(keys.response_pk(tenant, response_id), sk, response_id)

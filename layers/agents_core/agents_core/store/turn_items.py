@@ -48,7 +48,8 @@ def state_json(state: TurnState) -> str:
     )
 
 
-def state_from_json(status: str, text: str) -> TurnState:
+def state_from_json(status: str, text: str, trace: str | None = None) -> TurnState:
+    """The state from the turn item's `state` attribute and its `trace`, when it has one."""
     data = json.loads(text)
     return TurnState(
         status=status,
@@ -57,6 +58,7 @@ def state_from_json(status: str, text: str) -> TurnState:
         pending_calls=_calls_adapter().validate_python(data["pending_calls"]),
         error=data.get("error"),
         resume_token_hash=data.get("resume_token_hash"),
+        trace=json.loads(trace) if trace else [],
     )
 
 
@@ -104,6 +106,8 @@ def turn_items(
     attrs = {"body": json_body(stored), "state": state_json(state)}
     if history is not None:
         attrs["history"] = history
+    if state.trace:
+        attrs["trace"] = json.dumps(state.trace, separators=(",", ":"))
     extra = {"turn_status": {"S": state.status}, **how, **lock.extra()}
     if steps is not None:
         extra["steps_apart"] = {"N": str(len(turn.steps) - len(inside))}

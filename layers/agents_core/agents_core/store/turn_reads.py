@@ -153,7 +153,7 @@ class TurnReads:
         turn = turn_of_item(head, attrs)
         if steps_apart(head):
             turn.steps = (steps if steps is not None else self._steps(pk, turn_id)) + turn.steps
-        return turn, state_from_json(head["turn_status"]["S"], attrs["state"])
+        return turn, state_from_json(head["turn_status"]["S"], attrs["state"], attrs.get("trace"))
 
     def get_turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
         return self.get_turn_state(tenant, agent_id, session_id, turn_id)[0]

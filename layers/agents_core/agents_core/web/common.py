@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Header, Path, Query, Response
 from pydantic import BaseModel
@@ -71,6 +71,15 @@ def rejoin_point(starting_after: int | None, last_event_id: str | None) -> int:
             raise InvalidRequest("Last-Event-ID must be -1 or more")
         return after
     return -1 if starting_after is None else starting_after
+
+
+def trace_response(run_id: str, stored: list[dict[str, Any]], *, complete: bool) -> Response:
+    """A turn's or response's trace from its stored runs."""
+    from ..api.traces import Trace
+    from ..telemetry.spans import RunSpans, trace_view
+
+    runs = [RunSpans.from_stored(run) for run in stored]
+    return json_response(Trace.model_validate(trace_view(run_id, runs, complete=complete)))
 
 
 def json_response(model: BaseModel, status_code: int = 200) -> Response:

@@ -21,9 +21,17 @@ from ..api.responses import (
     OpenAIDeleteResponseObject,
     OpenAIResponseObject,
 )
+from ..api.traces import Trace
 from ..errors import InvalidRequest, NotFound
 from ..services.streams import Frame, StreamKey, response_frame
-from .common import ID_PATTERN, LastEventId, StartingAfter, json_response, rejoin_point
+from .common import (
+    ID_PATTERN,
+    LastEventId,
+    StartingAfter,
+    json_response,
+    rejoin_point,
+    trace_response,
+)
 from .deps import Svc, Tenant
 from .sse import STREAM_DOC, follow_response, sse_response
 
@@ -216,6 +224,15 @@ def list_input_items(
             last_id=data[-1].id if data else None,
         )
     )
+
+
+@router.get("/{response_id}/trace", responses={200: {"model": Trace}})
+def get_response_trace(response_id: ResponseId, tenant: Tenant, svc: Svc) -> Response:
+    """The response's trace (an extension): a span per run (a background response may take
+    several invocations), with a child per model call, tool call, MCP listing and shield check.
+    Stored with the response's end: `complete` is false while it runs."""
+    status, stored = svc.responses.trace(tenant, response_id)
+    return trace_response(response_id, stored, complete=status not in ("queued", "in_progress"))
 
 
 @router.delete("/{response_id}", responses={200: {"model": OpenAIDeleteResponseObject}})

@@ -17,7 +17,8 @@ from ..api.agents import (
     ResumeAgentTurnRequest,
     Turn,
 )
-from ..domain import AWAITING_INPUT
+from ..api.traces import Trace
+from ..domain import AWAITING_INPUT, RUNNING
 from ..engine.turn_run import TurnRun
 from ..errors import InvalidRequest, NotFound
 from ..log import logger
@@ -32,6 +33,7 @@ from .common import (
     TurnId,
     json_response,
     rejoin_point,
+    trace_response,
 )
 from .deps import Provider, Svc, Tenant
 from .reads import turn_response
@@ -133,6 +135,19 @@ async def get_turn(
     buffered Lambda's 6 MB reads whole (up to MAX_STREAMED_READ_BYTES)."""
     turn = await asyncio.to_thread(svc.turns.get_turn, tenant, agent_id, session_id, turn_id)
     return turn_response(turn, svc.settings.max_streamed_read_bytes)
+
+
+@turns_router.get(
+    "/{agent_id}/session/{session_id}/turn/{turn_id}/trace", responses={200: {"model": Trace}}
+)
+def get_turn_trace(
+    agent_id: AgentId, session_id: SessionId, turn_id: TurnId, tenant: Tenant, svc: Svc
+) -> Response:
+    """The turn's trace (an extension of the v0.2.14 contract): a span per run (its start, each
+    resume), with a child per model call, tool call and shield check. A run's spans are stored
+    as it pauses or ends: `complete` is false while one runs."""
+    _, state = svc.turns.get_turn_state(tenant, agent_id, session_id, turn_id)
+    return trace_response(turn_id, state.trace, complete=state.status != RUNNING)
 
 
 @turns_router.get(

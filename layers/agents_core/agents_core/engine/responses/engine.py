@@ -49,6 +49,7 @@ from ..file_search import FileSearchTool
 from ..server_tools import ToolRuntime
 from ..shields import ShieldService, shields_for
 from ..storage import ResponseStorage
+from ..trace import SpanExporter
 from . import compaction, inputs
 from .run import ResponseRun, RunControl
 from .tools import (
@@ -74,7 +75,9 @@ class ResponsesEngine:
         shields: ShieldService | None = None,
         publisher: TurnEventPublisher | None = None,
         sealer: Sealer | None = None,
+        exporter: SpanExporter | None = None,
     ) -> None:
+        self.exporter = exporter  # runs' spans go there too (OTLP), when configured
         self.sealer = sealer  # signs the blobs a client replays; None: it takes none
         self.storage = storage
         self.models = models
@@ -157,6 +160,7 @@ class ResponsesEngine:
             namespaced=tools.namespaced,
             sealer=self.sealer,
             compaction=compacted,
+            exporter=self.exporter,
         )
 
     def _chat_request(
@@ -264,6 +268,8 @@ class ResponsesEngine:
             input_checked=not state["shield_input"],
             resumed=state["sequence"] > 0,
             sealer=self.sealer,
+            trace=state.get("trace"),  # not in states stored before runs kept their spans
+            exporter=self.exporter,
         )
         run.output.restore(state)
         return run

@@ -17,15 +17,21 @@ from ...api.responses import (
     StreamEvent,
 )
 from ...ids import item_id
+from ...inference.types import ChatToolCall
 from ...log import logger
 from .. import loop as L
 from ..server_tools import ToolRuntime
+from ..trace import RunTrace
 from .output import OutputWriter
 from .tools import Approval, McpServer, ServerCall
 
 
 async def list_tools(
-    output: OutputWriter, runtime: ToolRuntime, server: McpServer, loop: L.AgentLoop
+    output: OutputWriter,
+    runtime: ToolRuntime,
+    server: McpServer,
+    loop: L.AgentLoop,
+    trace: RunTrace | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """List an MCP server's tools as an `mcp_list_tools` item, and offer them to the model.
     A server that cannot be listed is reported in the item; the response goes on without
@@ -35,11 +41,16 @@ async def list_tools(
     yield output.add(item)
     index = output.index(item)
     yield output.event(McpListToolsInProgress, item_id=item.id, output_index=index)
+    started = L.now()
+    listing = ChatToolCall(item.id, f"mcp_list_tools {label}", "{}")
     try:
         specs = await runtime.mcp_tools(server.endpoint)
     except Exception as err:
         logger.warning("could not list an MCP server's tools", extra={"server": label})
         item.error = str(err) or type(err).__name__
+        if trace is not None:
+            failed = L.ToolResult(listing, item.error, is_error=True)
+            trace.tool(listing, started, L.now(), failed, kind="mcp_call")
         yield output.event(McpListToolsFailed, item_id=item.id, output_index=index)
         yield output.done(item)
         return
@@ -59,12 +70,18 @@ async def list_tools(
         else:
             output.kinds[spec.name] = ServerCall("mcp", server)
             loop.tools.server[spec.name] = runtime.mcp_tool(server.endpoint, spec.name)
+    if trace is not None:
+        listed = L.ToolResult(listing, ", ".join(t.name for t in item.tools))
+        trace.tool(listing, started, L.now(), listed, kind="mcp_call")
     yield output.event(McpListToolsCompleted, item_id=item.id, output_index=index)
     yield output.done(item)
 
 
 async def answer_approval(
-    output: OutputWriter, runtime: ToolRuntime | None, approval: Approval
+    output: OutputWriter,
+    runtime: ToolRuntime | None,
+    approval: Approval,
+    trace: RunTrace | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """Run an approved call as an `mcp_call` item, or tell the model the caller declined."""
     call, answer = approval.call, approval.answer
@@ -87,7 +104,10 @@ async def answer_approval(
     yield output.add(item)
     yield output.event(McpCallInProgress, item_id=item.id, output_index=output.index(item))
     tool = runtime.mcp_tool(kind.server.endpoint, call.name)
+    started = L.now()
     result = await L.run_tool(tool, call)
+    if trace is not None:
+        trace.tool(call, started, L.now(), result, kind="mcp_call")
     approval.result.content = result.content
     for out in output.mcp_call_done(item, result):
         yield out

@@ -39,6 +39,7 @@ from .. import loop as L
 from ..file_search import FileSearchTool
 from ..server_tools import ToolRuntime
 from ..storage import ResponseStorage
+from ..trace import RunTrace, SpanExporter
 from .mcp import answer_approval, list_tools
 from .output import OutputWriter
 from .tools import Approval, McpServer, ServerCall
@@ -76,6 +77,7 @@ class RunControl(Protocol):
         response: OpenAIResponseObjectWithInput,
         context: list[dict[str, Any]],
         conversation: ConversationAppend | None,
+        trace: list[dict[str, Any]] | None = None,
     ) -> None:
         """Store the ended response as `ResponseStorage.save` does, and end the run; RunLost
         when another invocation owns it."""
@@ -115,6 +117,8 @@ class ResponseRun:
         resumed: bool = False,
         sealer: Sealer | None = None,
         compaction: OpenAIResponseCompactionItem | None = None,
+        trace: list[dict[str, Any]] | None = None,
+        exporter: SpanExporter | None = None,
     ) -> None:
         self.storage = storage
         self.control = control  # a background run's worker; None: runs in the caller's request
@@ -151,6 +155,13 @@ class ResponseRun:
         self._base = len(loop.request.messages) if base is None else base  # the loop adds after
         self._input_checked = input_checked  # the input shields ran (not rerun on continuing)
         self._failure: RunFailed | None = None
+        #: The run's spans; `trace`: those of the invocations before this one (a background run).
+        self.trace = RunTrace(
+            response.id, loop.request.model, kind_of=self._span_kind, earlier=trace
+        )
+        self.exporter = (
+            exporter  # where the run's spans go besides the response (OTLP), if anywhere
+        )
 
     async def result(self) -> OpenAIResponseObject:
         """Run to the end without streaming: the response (completed or incomplete), or
@@ -193,6 +204,8 @@ class ResponseRun:
             return
         if not self.suspended:
             await self._announce()
+        if self.exporter is not None and self.trace.ended:
+            await self.exporter.export(self.trace.trace_id, self.trace.index, self.trace.run)
 
     async def _steps(self) -> AsyncIterator[StreamEvent]:
         """The run's events up to its end; a state stored after each step it completes."""
@@ -202,17 +215,22 @@ class ResponseRun:
             self.compaction = None
         while self.mcp:
             assert self.tools is not None
-            async for out in list_tools(self.output, self.tools, self.mcp[0], self.loop):
+            async for out in list_tools(
+                self.output, self.tools, self.mcp[0], self.loop, self.trace
+            ):
                 yield out
             self.mcp.pop(0)
             await self._checkpoint()
         while self.approvals:
-            async for out in answer_approval(self.output, self.tools, self.approvals[0]):
+            async for out in answer_approval(
+                self.output, self.tools, self.approvals[0], self.trace
+            ):
                 yield out
             self.approvals.pop(0)
             await self._checkpoint()
         async with aclosing(self.loop.run()) as events:
             async for event in events:
+                self.trace.observe(event)
                 if isinstance(event, L.ShieldChecked) and event.source == "input":
                     self._input_checked = True
                 for out in self.output.on(event):
@@ -220,6 +238,7 @@ class ResponseRun:
                 if isinstance(event, L.ModelReplied | L.ToolFinished):
                     await self._checkpoint()
                 elif isinstance(event, L.Suspended):
+                    self.trace.end()
                     await self._checkpoint()
                     self.suspended = True
                     return
@@ -279,12 +298,17 @@ class ResponseRun:
                 self.loop.shields.input if self.loop.shields and not self._input_checked else []
             ),
             "store": self.store,
+            "trace": self.trace.so_far(),
             "conversation": (
                 [self.conversation.conversation_id, self.conversation.version]
                 if self.conversation
                 else None
             ),
         }
+
+    def _span_kind(self, name: str) -> str | None:
+        call = self.output.kinds.get(name)
+        return _SPAN_KINDS.get(call.kind) if call is not None else None
 
     def _message_index(self, message: ChatMessage) -> int:
         return next(i for i, m in enumerate(self.loop.request.messages) if m is message)
@@ -368,11 +392,12 @@ class ResponseRun:
         return self.output.event(kind, response=self.output.public())
 
     async def _save(self) -> None:
+        trace = self.trace.end("error" if self.response.status == "failed" else None)
         if self.control is not None:
-            await self.control.save(self.response, self._conversation(), self._appended())
+            await self.control.save(self.response, self._conversation(), self._appended(), trace)
         else:
             await self.storage.save(
-                self.tenant, self.response, self._conversation(), self._appended()
+                self.tenant, self.response, self._conversation(), self._appended(), trace
             )
 
     async def _not_saved(self, err: Exception) -> None:
@@ -420,6 +445,15 @@ class ResponseRun:
         return ConversationAppend(
             self.conversation.conversation_id, self.conversation.version, items
         )
+
+
+#: A server tool's span kind, by what its calls are in the output.
+_SPAN_KINDS = {
+    "mcp": "mcp_call",
+    "approval": "mcp_call",
+    "web_search": "web_search_call",
+    "file_search": "file_search_call",
+}
 
 
 def _not_stored(err: Exception) -> OpenAIResponseError:
