@@ -273,3 +273,50 @@ def test_the_key_stays_in_session_storage_and_the_page_asks_nothing_outside(page
         "return performance.getEntriesByType('resource').map(e => e.name)"
     )
     assert requested and all(url.startswith(base + "/") for url in requested), requested
+
+
+def test_a_turn_dropped_by_a_reload_is_rejoined_from_the_turns_stream(page, model):
+    words = " ".join(f"t{i}" for i in range(16))
+    model.reply(text=words, chunks=16, pace=0.2)
+    choose_model(page, PEER_MODEL)
+    page.find_element("css selector", 'input[name="mode"][value="agents"]').click()
+    ask(page, "Take your time, agent")
+    until(page, lambda d: len(answer(d).split()) >= 3)
+    kept = page.execute_script("return JSON.parse(sessionStorage.getItem('pg.running'))")
+    assert kept["kind"] == "turn" and kept["seq"] > 0
+    page.refresh()
+    answered(page, words)
+    rejoined = page.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+        ".filter(n => n.includes('starting_after='))"
+    )
+    assert len(rejoined) == 1 and f"/turn/{kept['id']}/stream?starting_after=" in rejoined[0]
+    assert texts(page, "answer").count(words) == 1  # the turn is not shown twice
+    assert len(model.requests) == 1
+
+
+@pytest.fixture(scope="module")
+def keyed(model) -> Iterator[tuple[str, str]]:
+    """A server that asks every caller for a Bearer key, and a key of tenant acme."""
+    from .files_support import _key
+
+    with running_server({"LOCAL_AUTH": "keys", "OPENAI_BASE_URL": model.url}) as (url, _):
+        yield url, _key(int(url.rsplit(":", 1)[1]), "acme")
+
+
+def test_a_keyed_api_is_called_with_the_key_typed_in_the_page(browser, keyed):
+    base, key = keyed
+    browser.get(f"{base}/playground")  # the page itself needs no key
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{base}/playground")
+    until(browser, lambda d: "needs a key" in d.find_element("id", "status").text)
+    assert all("401" in e for e in errors(browser))  # the models asked for without a key
+    by(browser, "key").send_keys(key)
+    browser.find_element("id", "prompt").click()  # the key field's change starts the page
+    until(browser, lambda d: "offline" in options(d, "model"))
+    choose_model(browser, "offline")
+    ask(browser, "Hello with a key")
+    answered(browser, "You said: Hello with a key")
+    mine = httpx.get(f"{base}/v1/conversations", headers={"Authorization": f"Bearer {key}"})
+    assert [c["metadata"]["title"] for c in mine.json()["data"]] == ["Hello with a key"]
+    assert errors(browser) == []
