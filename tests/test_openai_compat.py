@@ -65,3 +65,147 @@ def test_model_calls_reuse_one_kept_alive_connection_per_event_loop(model):
     # the kept one belongs to the loop that is gone.
     assert asyncio.run(calls()) == ["answer 0", "answer 1", "answer 2"]
     assert model.connections == 2
+
+
+def test_server_sent_events_are_split_as_the_format_says():
+    """LF, CRLF and CR line ends (a CRLF may be cut between two reads), events of several
+    `data` lines, comments and other fields, a last event without its blank line."""
+    import asyncio
+
+    from agents_core.inference.openai_compat import _sse_data
+
+    parts = [
+        b"data: one\n\n: a comment\n\nevent: x\r\ndata: two\r",
+        b"\n\r",
+        b"\ndata: three\rdata:four\r\rid: 7\n",
+        b'data\n\ndata: {"a": "\xc3',
+        b'\xa9"}\n\ndata: [DONE]',
+    ]
+
+    async def parse() -> list[bytes]:
+        async def body():
+            for part in parts:
+                yield part
+
+        return [data async for data in _sse_data(body())]
+
+    assert asyncio.run(parse()) == [
+        b"one",
+        b"two",
+        b"three\nfour",
+        b"",
+        b'{"a": "\xc3\xa9"}',
+        b"[DONE]",
+    ]
+
+
+def _chat_stream(text: str) -> bytes:
+    import json
+
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
+def test_answers_framed_by_length_or_by_the_connection_closing_and_a_kept_connection_that_closed():
+    """A sized body keeps its connection; a server that closes a kept connection between calls
+    costs a new connection, not a failed call; a body that ends with its connection is read to
+    that end."""
+    import asyncio
+
+    from agents_core.inference.openai_compat import OpenAICompatProvider
+    from agents_core.inference.types import ChatMessage, ChatRequest, TextDelta
+
+    accepted: list[int] = []
+    served: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(1)
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            size = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await reader.readexactly(size)
+            served.append(1)
+            body = _chat_stream(f"answer {len(served)}")
+            if len(served) == 3:  # no length: the body ends when the connection does
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + body)
+                writer.close()
+                return
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+            if len(served) == 1:  # the server drops the kept connection after one answer
+                await asyncio.sleep(0.05)
+                writer.close()
+                return
+
+    async def calls() -> list[str]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        provider = OpenAICompatProvider(f"http://127.0.0.1:{port}/v1", "k", timeout=5)
+        texts = []
+        async with server:
+            for n in range(4):
+                if n == 1:
+                    await asyncio.sleep(0.2)  # the kept connection is closed meanwhile
+                request = ChatRequest(model="m", messages=[ChatMessage("user", "hi")])
+                events = [e async for e in provider.stream(request)]
+                texts.append("".join(e.text for e in events if isinstance(e, TextDelta)))
+        return texts
+
+    assert asyncio.run(calls()) == ["answer 1", "answer 2", "answer 3", "answer 4"]
+    # The first connection (closed by the server), the second (ended with the third body),
+    # the third for the last call.
+    assert len(accepted) == 3
+
+
+def test_a_proxy_in_the_environment_sends_the_model_calls_through_httpx(monkeypatch):
+    from agents_core.inference.openai_compat import OpenAICompatProvider, _ProxiedHTTP
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    direct = OpenAICompatProvider("https://models.example/v1", None, timeout=5)
+    assert not isinstance(direct._http, _ProxiedHTTP)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    proxied = OpenAICompatProvider("https://models.example/v1", None, timeout=5)
+    assert isinstance(proxied._http, _ProxiedHTTP)
+    monkeypatch.setenv("NO_PROXY", "models.example")
+    bypassed = OpenAICompatProvider("https://models.example/v1", None, timeout=5)
+    assert not isinstance(bypassed._http, _ProxiedHTTP)
+
+
+def test_the_httpx_path_reads_answers_and_failures_as_the_lean_client_does(model):
+    import asyncio
+
+    import pytest
+    from agents_core.errors import UpstreamFailed
+    from agents_core.inference.openai_compat import OpenAICompatProvider, _ProxiedHTTP
+    from agents_core.inference.types import ChatMessage, ChatRequest, TextDelta
+
+    model.reset()
+    provider = OpenAICompatProvider(model.url, None, timeout=5)
+    provider._http = _ProxiedHTTP(f"{model.url}/chat/completions", {}, 5, 5)
+    request = ChatRequest(model="m", messages=[ChatMessage("user", "hi")])
+
+    async def text() -> str:
+        events = [e async for e in provider.stream(request)]
+        return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+    model.reply(text="via httpx")
+    assert asyncio.run(text()) == "via httpx"
+    model.reply(error="status", status=503)
+    with pytest.raises(UpstreamFailed, match="answered 503: model exploded"):
+        asyncio.run(text())
+    model.reply(error="truncated", text="partial")
+    with pytest.raises(UpstreamFailed, match="without finishing"):
+        asyncio.run(text())

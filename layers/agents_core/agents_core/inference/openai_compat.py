@@ -1,4 +1,5 @@
-"""OpenAI-compatible chat completions (vLLM, Ollama, Llama Stack, OpenAI...) over plain httpx.
+"""OpenAI-compatible chat completions (vLLM, Ollama, Llama Stack, OpenAI...) over a lean HTTP/1.1
+client (`http1`; httpx when a proxy applies).
 
 One POST to `{base_url}/chat/completions` with `stream: true`, read as Server-Sent Events. The
 openai SDK did the same, but weighed 10 of the layer's 25 MB (README, "Build"); the body is
@@ -10,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..api.common import GrammarResponseFormat, TopKSamplingStrategy, TopPSamplingStrategy
 from ..errors import InvalidRequest, UpstreamFailed, UpstreamTimeout
+from .http1 import Broken, ConnectFailed, ModelHTTP
 from .types import (
     ChatEvent,
     ChatMessage,
@@ -41,29 +45,23 @@ class OpenAICompatProvider:
     name = "openai"
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
-        import httpx
-
         self.base_url = base_url.rstrip("/")
-        headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+        headers = {
+            "Accept": "text/event-stream",
+            "Content-Type": "application/json",
+            "Accept-Encoding": "identity",
+        }
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        self._headers = headers
+        url = f"{self.base_url}/chat/completions"
         # No retries: a retry would repeat tokens already streamed to the client. The read
         # timeout bounds each wait for the next chunk, not the whole answer.
-        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
-        self._client: Any = None
-        self._loop: Any = None
-
-    def _http(self) -> Any:
-        """The client of the running event loop: its kept-alive connections belong to that
-        loop, and a function may run each invocation in a new one."""
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            import httpx
-
-            self._client = httpx.AsyncClient(headers=self._headers, timeout=self._timeout)
-            self._loop = loop
-        return self._client
+        connect = min(timeout, 5.0)
+        self._http: ModelHTTP | _ProxiedHTTP = (
+            _ProxiedHTTP(url, headers, timeout, connect)
+            if _proxied(url)
+            else ModelHTTP(url, headers, timeout=timeout, connect_timeout=connect)
+        )
 
     def check(self, request: ChatRequest) -> None:
         self._params(request)
@@ -72,25 +70,20 @@ class OpenAICompatProvider:
         return [event async for event in self.stream(request)]
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
-        import httpx
-
         body = json.dumps(self._params(request)).encode()
         model = request.model
         finish: Finish | None = None
         usage: Usage | None = None
         try:
-            async with self._http().stream(
-                "POST", f"{self.base_url}/chat/completions", content=body
-            ) as response:
-                if not response.is_success:
-                    message = await _error_message(response)
-                    raise UpstreamFailed(
-                        f"model {model} answered {response.status_code}: {message}"
-                    )
-                events = _sse_data(response)
+            answer = await self._http.post(body)
+            try:
+                if not answer.is_success:
+                    message = await _error_message(answer)
+                    raise UpstreamFailed(f"model {model} answered {answer.status}: {message}")
+                events = _sse_data(answer.body())
                 async for data in events:
-                    if data == "[DONE]":
-                        await _rest_of(events)  # so the connection goes back to the pool
+                    if data == b"[DONE]":
+                        await _rest_of(events)  # so the connection serves the next call
                         break
                     chunk = json.loads(data)
                     if chunk.get("error"):
@@ -117,18 +110,21 @@ class OpenAICompatProvider:
                             )
                         if choice.get("finish_reason"):
                             finish = Finish(_FINISH.get(choice["finish_reason"], "stop"))
-        except httpx.TimeoutException as err:
+            finally:
+                await answer.aclose()
+        except TimeoutError as err:
             raise UpstreamTimeout(f"model {model} timed out") from err
-        except httpx.ConnectError as err:
-            reason = _unreachable_reason(err)
+        except ConnectFailed as err:
             from ..log import logger
 
             logger.warning(
                 "could not reach the model",
-                extra={"url": self.base_url, "model": model, "reason": reason},
+                extra={"url": self.base_url, "model": model, "reason": err.reason},
             )
-            raise UpstreamFailed(f"could not reach the model at {self.base_url}: {reason}") from err
-        except httpx.HTTPError as err:
+            raise UpstreamFailed(
+                f"could not reach the model at {self.base_url}: {err.reason}"
+            ) from err
+        except (Broken, OSError, asyncio.IncompleteReadError) as err:
             raise UpstreamFailed(f"model {model} failed mid-reply: {err!r}") from err
         except (ValueError, TypeError, KeyError, AttributeError) as err:  # JSON, or its shape
             raise UpstreamFailed(f"model {model} sent a malformed reply: {err}") from err
@@ -229,39 +225,64 @@ _END_SECONDS = 1.0
 _END_EVENTS = 16
 
 
-async def _rest_of(events: AsyncIterator[str]) -> None:
+async def _rest_of(events: AsyncIterator[bytes]) -> None:
     """Read on to the end of the body; the answer is whole already, so a stream that breaks
     here costs only its connection."""
-    import httpx  # loaded already: the stream it reads is httpx's
-
     try:
         async with asyncio.timeout(_END_SECONDS):
             for _ in range(_END_EVENTS):
                 await anext(events)
-    except (StopAsyncIteration, TimeoutError, httpx.HTTPError):
+    except (StopAsyncIteration, TimeoutError, Broken, OSError, asyncio.IncompleteReadError):
         pass
 
 
-async def _sse_data(response: Any) -> AsyncIterator[str]:
-    """The `data` of each Server-Sent Event (its lines joined), as the events arrive."""
-    lines: list[str] = []
-    async for line in response.aiter_lines():
-        if not line:
-            if lines:
-                yield "\n".join(lines)
-                lines = []
-            continue
-        field, _, value = line.partition(":")
-        if field == "data":
-            lines.append(value.removeprefix(" "))
-    if lines:
-        yield "\n".join(lines)
+#: The most one event's text may take (its lines and the blank line that ends it).
+MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 
-async def _error_message(response: Any) -> str:
+async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The `data` of each Server-Sent Event (its lines joined by newlines), as the events
+    arrive. Lines end with LF, CRLF or CR, as the format allows; the bytes stay bytes
+    (json.loads reads UTF-8 itself)."""
+    pending = b""
+    async for part in body:
+        text = pending + part
+        held = False
+        if b"\r" in text:  # CRLF or CR as LF; a CR at the end may be half a CRLF: it waits
+            held = text.endswith(b"\r")
+            text = text[:-1] if held else text
+            text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *events, pending = text.split(b"\n\n")
+        if held:
+            pending += b"\r"
+        if len(pending) > MAX_EVENT_BYTES:
+            raise Broken(f"an event of more than {MAX_EVENT_BYTES} bytes")
+        for event in events:
+            data = _data_of(event)
+            if data is not None:
+                yield data
+    if pending:
+        data = _data_of(pending.rstrip(b"\r\n"))
+        if data is not None:
+            yield data
+
+
+def _data_of(event: bytes) -> bytes | None:
+    """An event's `data` lines, joined; None when it has none (a comment, a keep-alive)."""
+    if event.startswith(b"data: ") and b"\n" not in event:  # nearly every event
+        return event[6:]
+    lines = [
+        line[5:].removeprefix(b" ") if line.startswith(b"data:") else b""
+        for line in event.split(b"\n")
+        if line.startswith(b"data:") or line == b"data"
+    ]
+    return b"\n".join(lines) if lines else None
+
+
+async def _error_message(answer: Any) -> str:
     """The message of an error answer: its JSON `error.message` when it has one."""
     body = b""
-    async for part in response.aiter_bytes():
+    async for part in answer.body():
         body += part
         if len(body) >= _ERROR_BODY_LIMIT:
             break
@@ -269,11 +290,77 @@ async def _error_message(response: Any) -> str:
     try:
         return _message_of(json.loads(text).get("error") or text)
     except (ValueError, AttributeError):
-        return text[:500] or response.reason_phrase
+        return text[:500] or answer.reason
 
 
 def _message_of(error: Any) -> str:
     return str(error.get("message") or error) if isinstance(error, dict) else str(error)
+
+
+def _proxied(url: str) -> bool:
+    """Whether a proxy from the environment applies to `url`, as httpx reads them."""
+    from urllib.request import getproxies, proxy_bypass_environment
+
+    proxies = getproxies()
+    scheme, host = url.split("://", 1)[0], urlsplit(url).hostname or ""
+    if not (proxies.get(scheme) or proxies.get("all")):
+        return False
+    return not proxy_bypass_environment(host, proxies)
+
+
+class _ProxiedHTTP:
+    """The model over httpx, which speaks to proxies; its failures as ModelHTTP's."""
+
+    def __init__(
+        self, url: str, headers: dict[str, str], timeout: float, connect_timeout: float
+    ) -> None:
+        self._url = url
+        self._headers = headers
+        self._timeout = (timeout, connect_timeout)
+        self._client: Any = None
+        self._loop: Any = None
+
+    async def post(self, body: bytes) -> _ProxiedAnswer:
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # kept-alive connections belong to their loop
+            timeout = httpx.Timeout(self._timeout[0], connect=self._timeout[1])
+            self._client = httpx.AsyncClient(headers=self._headers, timeout=timeout)
+            self._loop = loop
+        request = self._client.build_request("POST", self._url, content=body)
+        with _as_model_http_errors():
+            return _ProxiedAnswer(await self._client.send(request, stream=True))
+
+
+class _ProxiedAnswer:
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self.status = response.status_code
+        self.reason = response.reason_phrase
+        self.is_success = response.is_success
+
+    async def body(self) -> AsyncIterator[bytes]:
+        with _as_model_http_errors():
+            async for part in self._response.aiter_raw():
+                yield part
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+@contextmanager
+def _as_model_http_errors() -> Iterator[None]:
+    import httpx
+
+    try:
+        yield
+    except httpx.TimeoutException as err:
+        raise TimeoutError(str(err)) from err
+    except httpx.ConnectError as err:
+        raise ConnectFailed(_unreachable_reason(err)) from err
+    except httpx.HTTPError as err:
+        raise Broken(repr(err)) from err
 
 
 def _unreachable_reason(err: BaseException) -> str:
