@@ -319,6 +319,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
     from agents_core.web.discovery import router as discovery_router
     from agents_core.web.embeddings import router as embeddings_router
     from agents_core.web.files import files_router, vector_stores_router
+    from agents_core.web.playground import router as playground_router
     from agents_core.web.prompts import router as prompts_router
     from agents_core.web.responses import router as responses_router
     from agents_core.web.safety import safety_router, shields_router
@@ -335,6 +336,7 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
             files_router,
             vector_stores_router,
             prompts_router,
+            playground_router,
         ),
         "TurnsFunction": (turns_router,),
         "ResumeFunction": (resume_router,),
@@ -348,6 +350,8 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
             for path, operations in app.openapi()["paths"].items()
             for method in operations
         }
+        if name == "AgentsFunction":  # the playground's page and files, not in the schema
+            served |= PLAYGROUND
         events = resources[name]["Properties"]["Events"].values()
         deployed = {  # a greedy `{x+}` is the app's `{x:path}`
             (e["Properties"]["Path"].replace("+}", "}"), e["Properties"]["Method"])
@@ -357,7 +361,8 @@ def test_every_route_of_the_apps_is_deployed_and_nothing_else():
         assert served == deployed, name
 
 
-BUFFERED_ROUTES = 74  # 33 + files and vector stores (17 under two prefixes) + prompts (7)
+BUFFERED_ROUTES = 76  # 33 + files and vector stores (17 under two prefixes) + prompts (7) + 2
+PLAYGROUND = {("/playground", "get"), ("/playground/{asset}", "get")}
 
 
 def test_sam_deploys_the_streaming_routes_as_streams_and_the_rest_buffered():
@@ -413,6 +418,9 @@ def test_every_route_needs_a_bearer_key_checked_by_the_cached_authorizer():
     for path, methods in body["paths"].items():
         for method, spec in methods.items():
             routes += 1
+            if (path, method) in PLAYGROUND:  # a static page: its API calls carry the key
+                assert spec.get("security", []) in ([], [{"NONE": []}]), (path, method)
+                continue
             # the authorizer and a usage plan key (api_key: from the authorizer) on every route
             assert spec["security"] == [{"BearerKeys": []}, {"api_key": []}], (path, method)
     assert routes == len(STREAMED) + BUFFERED_ROUTES  # the streamed and the agents function's
@@ -620,6 +628,28 @@ def test_the_web_search_key_is_a_secret_named_by_the_stack_and_readable_only_whe
     assert "${WebSearchApiKeySecretName}-??????" in statement["Resource"]
     roles = {r.removeprefix("!Ref ") for r in policy["Properties"]["Roles"]}
     assert "AuthorizerFunctionRole" not in roles and "ResponsesFunctionRole" in roles
+
+
+def test_spans_go_where_the_stack_says_and_only_runs_may_send_them_to_cloudwatch():
+    doc = template()
+    endpoint = doc["Globals"]["Function"]["Environment"]["Variables"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert endpoint == {
+        "!If": [
+            "TracesToCloudWatch",
+            "!Sub https://xray.${AWS::Region}.amazonaws.com",
+            "!Ref TracesEndpoint",
+        ]
+    }
+    assert doc["Parameters"]["TracesEndpoint"]["Default"] == ""  # nowhere unless asked
+    policy = doc["Resources"]["TracesPolicy"]
+    assert policy["Condition"] == "TracesToCloudWatch"
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == ["xray:PutSpans", "xray:PutSpansForIndexing"]
+    roles = {r.removeprefix("!Ref ") for r in policy["Properties"]["Roles"]}
+    assert roles == {
+        f"{name}FunctionRole"
+        for name in ("Turns", "Resume", "ResumeQueue", "Responses", "Background")
+    }
 
 
 def test_response_events_can_go_to_a_webhook_through_an_api_destination_that_only_it_invokes():
