@@ -326,6 +326,48 @@ def test_a_failed_write_leaves_the_live_stream_going_and_skips_those_frames(dyna
     assert [f.seq for f in asyncio.run(collect(log, stream))] == [1, 2, 3]  # 0's write failed
 
 
+@pytest.mark.parametrize(("final", "count"), [(True, 3), (True, 0), (False, 3), (False, 0)])
+def test_a_held_lifecycle_event_goes_out_after_the_last_write_on_its_worker_thread(
+    dynamodb, final, count
+):
+    """A streamed run's event waits for the log's last write and goes out on its thread (one
+    hop for both), also when nothing is left to write; outside `hold` it goes out at once."""
+    import threading
+
+    from agents_core import lifecycle
+
+    log = log_of(dynamodb, stream_flush_seconds=5)
+    stream = StreamKey.response(f"resp_held_{final}_{count}")
+    sent: list[tuple[str, bool, int]] = []
+
+    class Bus:
+        def put_events(self, Entries):
+            stored = len(event_items(dynamodb, keys.response_pk(TENANT, stream.owner)))
+            sent.append(
+                (Entries[0]["DetailType"], threading.current_thread() is loop_thread, stored)
+            )
+            return {"FailedEntryCount": 0}
+
+    publisher = lifecycle.TurnEventPublisher(Bus(), "bus")
+
+    async def run() -> None:
+        nonlocal loop_thread
+        loop_thread = threading.current_thread()
+        await publisher.publish_response("completed", {"response_id": "r0"})  # not held
+        recorder = log.recorder(TENANT, stream)
+        held = lifecycle.hold()
+        for frame in frames(0, count):
+            recorder.add(frame)
+        await publisher.publish_response("completed", {"response_id": "r1"})
+        assert len(sent) == 1 and len(held) == 1
+        await recorder.close(final=final, then=held)
+
+    loop_thread = None
+    asyncio.run(run())
+    written = 1 if (final or count) else 0
+    assert sent == [("Response Completed", False, 0), ("Response Completed", False, written)]
+
+
 def test_a_turn_runs_for_its_followers_while_the_lock_names_it_running_within_its_lease(dynamodb):
     store = log_of(dynamodb).store
     session = {**key(keys.session_pk(TENANT, "s1"), keys.SESSION), "agent_id": {"S": "a1"}}

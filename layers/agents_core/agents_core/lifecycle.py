@@ -11,9 +11,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
+from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from .log import logger
+
+#: The publishes held in this context (`hold`), or None: publish at once.
+_held: ContextVar[list[Callable[[], None]] | None] = ContextVar("held_events", default=None)
+
+
+def hold() -> list[Callable[[], None]]:
+    """From here on in this context (a task and what it runs), each event published is not sent
+    at once but added to the list returned, as a blocking call that never raises, for the caller
+    to make on a worker thread it goes to anyway (a streamed run's last stream log write): a
+    thread hop costs more CPU than the PutEvents call it carries. The caller must make them."""
+    held: list[Callable[[], None]] = []
+    _held.set(held)
+    return held
+
 
 SOURCE = "serverless-agents"
 DETAIL_TYPES = {
@@ -38,12 +55,21 @@ class TurnEventPublisher:
         self.bus_name = bus_name
 
     async def publish(self, status: str, detail: dict[str, Any]) -> None:
-        """Publish a turn's event off the event loop (the call blocks); never raises."""
-        await asyncio.to_thread(self._publish, DETAIL_TYPES[status], detail)
+        """Publish a turn's event off the event loop (the call blocks), or hold it (`hold`);
+        never raises."""
+        await self._send(partial(self._publish, DETAIL_TYPES[status], detail))
 
     async def publish_response(self, status: str, detail: dict[str, Any]) -> None:
         """Publish a response's event, likewise."""
-        await asyncio.to_thread(self._publish, RESPONSE_DETAIL_TYPES[status], detail)
+        await self._send(partial(self._publish, RESPONSE_DETAIL_TYPES[status], detail))
+
+    @staticmethod
+    async def _send(call: Callable[[], None]) -> None:
+        held = _held.get()
+        if held is None:
+            await asyncio.to_thread(call)
+        else:
+            held.append(call)
 
     def _publish(self, detail_type: str, detail: dict[str, Any]) -> None:
         entry = {

@@ -169,6 +169,7 @@ class StreamRecorder:
         self._task: asyncio.Task | None = None
         self._closing = False
         self._final = True
+        self._then: list[Callable[[], None]] = []
         self.writes = 0  # requests made (for the benchmark and tests)
 
     def add(self, frame: Frame) -> None:
@@ -187,15 +188,16 @@ class StreamRecorder:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def close(self, *, final: bool = True) -> None:
+    async def close(self, *, final: bool = True, then: list[Callable[[], None]] = ()) -> None:
         """Write what is left; `final` marks the stream ended (False: a run continued in
-        another invocation, whose recorder appends after `StreamLog.last_sequence`)."""
+        another invocation, whose recorder appends after `StreamLog.last_sequence`). `then`:
+        blocking calls that never raise (held lifecycle events), made after that write on its
+        worker thread, so the run's end costs one hop."""
         if self._closing:
             return
-        self._closing, self._final = True, final
+        self._closing, self._final, self._then = True, final, list(then)
         if self._task is None:
-            if final:
-                await self._flush(final=True)
+            await self._flush(final=final)
             return
         self._wake.set()
         await self._task
@@ -219,10 +221,11 @@ class StreamRecorder:
 
     async def _flush(self, *, final: bool) -> None:
         frames, self._buffer, self._chars = self._buffer, [], 0
-        if not frames and not final:
+        then, self._then = (self._then, []) if self._closing else ([], self._then)
+        if not frames and not final and not then:
             return
         try:
-            self.writes += await asyncio.to_thread(self._write, frames, final)
+            self.writes += await asyncio.to_thread(self._write, frames, final, then)
         except Exception:  # the live stream goes on; the log has a gap
             logger.exception(
                 "stream events not stored",
@@ -230,6 +233,12 @@ class StreamRecorder:
             )
             metrics.count("StreamEventsNotStored")
 
-    def _write(self, frames: list[Frame], final: bool) -> int:
-        """Off the event loop: packing the items (compression) and the requests."""
-        return self._store.write(self._store.items(self._where, frames, final=final))
+    def _write(self, frames: list[Frame], final: bool, then: list[Callable[[], None]]) -> int:
+        """Off the event loop: packing the items (compression) and the requests; then `then`."""
+        try:
+            if not frames and not final:
+                return 0
+            return self._store.write(self._store.items(self._where, frames, final=final))
+        finally:
+            for call in then:
+                call()

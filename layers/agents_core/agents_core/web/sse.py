@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
+from .. import lifecycle
 from ..services.streams import Frame, StreamRecorder, encode_frame
 
 _running: set[asyncio.Task] = set()
@@ -56,16 +57,18 @@ async def _live(
     done = object()
 
     async def pump() -> None:
+        # The run's lifecycle event goes out on the worker thread of the log's last write.
+        held = lifecycle.hold() if recorder is not None else []
         try:
             async for frame in frames:
                 if recorder is not None:
                     recorder.add(frame)
                 await queue.put(frame)
         finally:
-            # The end is written before the client's stream ends: a Lambda may be frozen
-            # once its answer is complete.
+            # The end is written (and the event sent) before the client's stream ends: a
+            # Lambda may be frozen once its answer is complete.
             if recorder is not None:
-                await recorder.close(final=ended())
+                await recorder.close(final=ended(), then=held)
             await queue.put(done)
 
     task = asyncio.create_task(pump())
