@@ -36,9 +36,24 @@ def sse_response(
     task: a client that goes away does not stop the work, which finishes, is stored, and goes
     on being recorded (`recorder`, None for a stream nobody can rejoin). `ended()`, asked when
     the frames stop: whether the stream is over (False: it goes on later, as a paused turn's)."""
-    return StreamingResponse(
+    return _LiveStream(
         _live(frames, recorder, ended), media_type="text/event-stream", headers=_HEADERS
     )
+
+
+class _LiveStream(StreamingResponse):
+    """A run's stream, sent without StreamingResponse's watch for the client going away (an
+    anyio task group and a second task per request, under uvicorn's ASGI 2.3): the run goes on
+    in its own task whether anyone reads or not, and the server drops what is sent after a
+    disconnect, so the answer simply ends with the run."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        async for chunk in self.body_iterator:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def follow_response(frames: AsyncIterator[Frame]) -> StreamingResponse:
