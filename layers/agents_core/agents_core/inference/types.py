@@ -7,7 +7,7 @@ its own wire format (OpenAI chat completions, Bedrock Converse, the offline mode
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..api.common import ResponseFormat, SamplingParams
@@ -40,22 +40,40 @@ class ChatMessage:
     documents: list[ChatDocument] = field(default_factory=list)  # after the images
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        return {
-            k: v for k, v in data.items() if v not in (None, [], "") or k in ("role", "content")
-        }
+        """The stored form: role and content, and each other field that is set. Written out
+        field by field: `dataclasses.asdict` copies recursively, several times the cost, and
+        every message of a history is stored again at each turn's end."""
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
+            ]
+        if self.tool_call_id:
+            data["tool_call_id"] = self.tool_call_id
+        if self.images:
+            data["images"] = list(self.images)
+        if self.documents:
+            data["documents"] = [
+                {"name": d.name, "media_type": d.media_type, "data": d.data} for d in self.documents
+            ]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChatMessage:
-        calls = [ChatToolCall(**c) for c in data.get("tool_calls", [])]
-        return cls(
+        """A stored message back (every message of a session's history, at each turn's start:
+        its fields are set directly, without the generated __init__'s defaults)."""
+        calls = data.get("tool_calls")
+        documents = data.get("documents")
+        message = cls.__new__(cls)
+        message.__dict__.update(
             role=data["role"],
             content=data.get("content", ""),
-            tool_calls=calls,
+            tool_calls=[ChatToolCall(**c) for c in calls] if calls else [],
             tool_call_id=data.get("tool_call_id"),
             images=data.get("images", []),
-            documents=[ChatDocument(**d) for d in data.get("documents", [])],
+            documents=[ChatDocument(**d) for d in documents] if documents else [],
         )
+        return message
 
 
 @dataclass
