@@ -129,10 +129,10 @@ def test_a_run_suspended_after_every_model_call_ends_as_an_uninterrupted_one_in_
             run, events = await invocation(engine, state, control)
             streamed += events
             if not run.suspended:
-                return invocations, streamed, control.saved
+                return invocations, streamed, control.saved, control.trace
             state = control.states[-1]
 
-    invocations, streamed, saved = asyncio.run(scenario())
+    invocations, streamed, saved, trace = asyncio.run(scenario())
     plain_events, plain_saved = uninterrupted()
 
     assert invocations == 3
@@ -142,6 +142,10 @@ def test_a_run_suspended_after_every_model_call_ends_as_an_uninterrupted_one_in_
     assert streamed[-1].type == "response.completed"
     assert saved.status == "completed" and shape(saved.output) == shape(plain_saved.output)
     assert saved.usage == plain_saved.usage
+    # Its trace: a run span per invocation, the model calls and tool calls each in its own.
+    assert len(trace) == 3
+    assert [[span[0] for span in run["spans"]].count("inference") for run in trace] == [1, 1, 1]
+    assert sum(span[0] == "mcp_call" for run in trace for span in run["spans"]) == 3
     # Each invocation calls the MCP server with the credentials its message carried.
     assert {tuple(e.headers.items()) for e in runtime.listed} == {(("X-Token", "t"),)}
     # The model saw the same conversation as in one go: the first answer's call and result.

@@ -220,6 +220,24 @@ def test_a_streamed_response_with_web_search_has_a_web_search_span(http, model):
     assert trace["spans"][2]["attributes"]["gen_ai.tool.name"] == "web_search"
 
 
+def test_a_background_response_keeps_its_trace_and_reads_incomplete_while_it_runs(http, model):
+    model.reply(text="Done in the background.", delay=1.0)
+    oai = openai.OpenAI(
+        base_url=str(http.base_url).rstrip("/") + "/v1", api_key="unused", max_retries=0
+    )
+    created = oai.responses.create(model="m", input="Work", background=True)
+    running = http.get(f"/v1/responses/{created.id}/trace").json()
+    assert running["complete"] is False and running["spans"] == []
+    for _ in range(200):  # a bounded poll: the worker answers after the model's second
+        trace = http.get(f"/v1/responses/{created.id}/trace").json()
+        if trace["complete"]:
+            break
+        time.sleep(0.05)
+    assert oai.responses.retrieve(created.id).status == "completed"
+    assert [s["kind"] for s in trace["spans"]] == ["run", "inference"]
+    assert trace["spans"][1]["duration_ms"] >= 0
+
+
 def test_a_failed_model_call_marks_the_run_span_as_an_error(http, model):
     model.reply(error="status", status=500)
     agent_id, session_id = new_session(http)

@@ -131,8 +131,11 @@ class RunTrace:
         return [*self.earlier, self.run.stored()]
 
     def so_far(self) -> list[dict[str, Any]]:
-        """The runs so far, this one as it stands (ended or not): a checkpoint's copy, which a
-        continuation takes as its `earlier` runs."""
+        """The runs so far, this one as it stands (ended or not) once it did something: a
+        checkpoint's copy, which a continuation takes as its `earlier` runs (a queued
+        response's first state has no run of its own yet)."""
+        if not (self.ended or self.run.children):
+            return list(self.earlier)
         if not self.ended:
             self.run.root.completed_at = L.now()
         return [*self.earlier, self.run.stored()]
