@@ -3,10 +3,12 @@ body read as it arrives, the connection kept for the next call of the same event
 
 httpx, httpcore and h11 spent about a quarter of a streamed turn's CPU here, on a handful of
 events; a model endpoint answers a POST with a status line, headers and a chunked (or sized, or
-closed-at-the-end) body, which asyncio's streams read with little more than the bytes' own
-handling. Every wait is bounded (connect, each write, each read), as are the answer's head and
-a chunk. `OpenAICompatProvider` uses httpx instead when a proxy applies to the endpoint
-(HTTP(S)_PROXY, ALL_PROXY), which this client does not speak.
+closed-at-the-end) body. The connection is an asyncio Protocol with a buffer of its own: what
+has arrived is parsed as it is, and only a read that must wait arms a timer (an
+`asyncio.timeout` around every read cost more than the read). Every wait is bounded (connect,
+each write, each read), as are the answer's head and a chunk. `OpenAICompatProvider` uses httpx
+instead when a proxy applies to the endpoint (HTTP(S)_PROXY, ALL_PROXY), which this client does
+not speak.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from urllib.parse import unquote, urlsplit
 #: Bounds on an answer's head: a line of it, and how many header lines.
 _MAX_LINE = 65_536
 _MAX_HEADERS = 100
-#: The most one body read asks for, and the largest chunk of a chunked body accepted.
-_READ_SIZE = 65_536
+#: The largest chunk of a chunked body accepted.
 _MAX_CHUNK = 16 * 1024 * 1024
+#: Bytes buffered unread past which the socket is not read until they are.
+_HIGH_WATER = 1024 * 1024
 
 
 class ConnectFailed(Exception):
@@ -79,43 +82,37 @@ class Answer:
         """The body's bytes, as they arrive (not empty); ends where the body ends."""
         conn = self._conn
         assert conn is not None
-        reader, timeout = conn.reader, self._client.timeout
+        timeout = self._client.timeout
         if self._framing == "chunked":
             while True:
-                async with asyncio.timeout(timeout):
-                    line = await _line(reader)
-                    try:
-                        size = int(line.split(b";", 1)[0], 16)
-                    except ValueError:
-                        raise Broken(f"not a chunk's size: {line[:40]!r}") from None
-                    if not 0 <= size <= _MAX_CHUNK:
-                        raise Broken(f"a chunk of {size} bytes")
-                    if size == 0:
-                        while await _line(reader):  # trailers, then the blank line
-                            pass
-                        self._ended = True
-                        return
-                    data = await reader.readexactly(size + 2)
+                line = await conn.line(timeout)
+                try:
+                    size = int(line.split(b";", 1)[0], 16)
+                except ValueError:
+                    raise Broken(f"not a chunk's size: {line[:40]!r}") from None
+                if not 0 <= size <= _MAX_CHUNK:
+                    raise Broken(f"a chunk of {size} bytes")
+                if size == 0:
+                    while await conn.line(timeout):  # trailers, then the blank line
+                        pass
+                    self._ended = True
+                    return
+                data = await conn.exactly(size + 2, timeout)
                 if data[-2:] != b"\r\n":
                     raise Broken("a chunk does not end where its size says")
                 yield data[:-2]
         elif self._framing == "sized":
             while self._left:
-                async with asyncio.timeout(timeout):
-                    data = await reader.read(min(self._left, _READ_SIZE))
+                data = await conn.some(timeout, self._left)
                 if not data:
                     raise Broken("the answer ended before its Content-Length")
                 self._left -= len(data)
                 yield data
             self._ended = True
         else:
-            while True:
-                async with asyncio.timeout(timeout):
-                    data = await reader.read(_READ_SIZE)
-                if not data:
-                    self._ended = True
-                    return
+            while data := await conn.some(timeout):
                 yield data
+            self._ended = True
 
     async def aclose(self) -> None:
         self.close()
@@ -124,24 +121,149 @@ class Answer:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._ended and self._keep:
+        if self._ended and self._keep and conn.usable():
             self._client.keep(conn)
         else:
             conn.close()
 
 
-class _Conn:
-    __slots__ = ("reader", "writer", "http11")
+def _expire(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer, self.http11 = reader, writer, True
+
+class _Conn(asyncio.Protocol):
+    """One connection: what arrives is buffered; reads take from the buffer and wait (within
+    their timeout) only when it lacks what they need."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.http11 = True
+        self._loop = loop
+        self._transport: Any = None
+        self._buffer = bytearray()
+        self._eof = False
+        self._lost: BaseException | None = None  # why the connection went, if it did
+        self._waiter: asyncio.Future | None = None
+        self._writable: asyncio.Future | None = None
+        self._reading = True
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        if len(self._buffer) > _HIGH_WATER and self._reading:
+            self._transport.pause_reading()
+            self._reading = False
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._eof = True
+        self._lost = exc
+        self._wake()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- reads and writes ---------------------------------------------------------------------
 
     def usable(self) -> bool:
-        """Not closed by either side while it was kept."""
-        return not (self.writer.is_closing() or self.reader.at_eof())
+        """Open, and nothing arrived unasked for while it was kept."""
+        return not (self._eof or self._buffer or self._transport.is_closing())
 
     def close(self) -> None:
-        self.writer.close()
+        self._transport.close()
+
+    async def write(self, data: bytes, timeout: float) -> None:
+        if self._eof:
+            raise ConnectionResetError("the server closed the connection")
+        self._transport.write(data)
+        if self._writable is not None:
+            await self._wait(self._writable, timeout)
+            if self._eof:
+                raise ConnectionResetError("the server closed the connection")
+
+    async def line(self, timeout: float) -> bytes:
+        """One line, without its CRLF; b"" at the end of the stream (and for a blank line)."""
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                if end >= _MAX_LINE:
+                    raise Broken("a line of the answer is too long")
+                return line.rstrip(b"\r\n")
+            if len(self._buffer) >= _MAX_LINE:
+                raise Broken("a line of the answer is too long")
+            if self._eof:
+                if self._buffer:
+                    self._raise_lost()
+                    raise Broken("the answer ended within a line")
+                self._raise_lost()
+                return b""
+            await self._more(timeout)
+
+    async def exactly(self, size: int, timeout: float) -> bytes:
+        while len(self._buffer) < size:
+            if self._eof:
+                self._raise_lost()
+                raise Broken("the answer ended early")
+            await self._more(timeout)
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    async def some(self, timeout: float, most: int = _HIGH_WATER) -> bytes:
+        """What has arrived (at most `most` bytes), once something has; b"" at the end."""
+        while not self._buffer:
+            if self._eof:
+                self._raise_lost()
+                return b""
+            await self._more(timeout)
+        data = bytes(self._buffer[:most])
+        del self._buffer[:most]
+        return data
+
+    async def _more(self, timeout: float) -> None:
+        if not self._reading:
+            self._transport.resume_reading()
+            self._reading = True
+        self._waiter = self._loop.create_future()
+        try:
+            await self._wait(self._waiter, timeout)
+        finally:
+            self._waiter = None
+
+    async def _wait(self, future: asyncio.Future, timeout: float) -> None:
+        timer = self._loop.call_later(timeout, _expire, future)
+        try:
+            await future
+        finally:
+            timer.cancel()
+
+    def _raise_lost(self) -> None:
+        """At the end of the stream: the connection's own failure (a reset), if it had one."""
+        if isinstance(self._lost, OSError):
+            raise self._lost
 
 
 class ModelHTTP:
@@ -184,23 +306,22 @@ class ModelHTTP:
             try:
                 return await self._exchange(conn, request, kept=True)
             except _Stale:
-                conn.close()
                 break
-        return await self._exchange(await self._connect(), request, kept=False)
+        return await self._exchange(await self._connect(loop), request, kept=False)
 
     def keep(self, conn: _Conn) -> None:
         self._idle.append(conn)
 
-    async def _connect(self) -> _Conn:
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Conn:
         import socket
 
         try:
             async with asyncio.timeout(self._connect_timeout):
-                reader, writer = await asyncio.open_connection(
+                transport, conn = await loop.create_connection(
+                    lambda: _Conn(loop),
                     self._host,
                     self._port,
                     ssl=self._tls_context() if self._tls else None,
-                    limit=_MAX_LINE,
                 )
         except TimeoutError:
             raise
@@ -210,36 +331,29 @@ class ModelHTTP:
             raise ConnectFailed("unknown host") from err
         except OSError as err:  # TLS failures (ssl.SSLError) among them
             raise ConnectFailed(str(err) or type(err).__name__) from err
-        sock = writer.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return _Conn(reader, writer)
+        return conn
 
     async def _exchange(self, conn: _Conn, request: bytes, *, kept: bool) -> Answer:
         try:
-            conn.writer.write(request)
-            async with asyncio.timeout(self.timeout):
-                await conn.writer.drain()
-                status_line = await _line(conn.reader)
+            await conn.write(request, self.timeout)
+            status_line = await conn.line(self.timeout)
+            if not status_line and kept:
+                raise _Stale
+            while True:
+                status, reason = _status(status_line, conn)
+                headers = await _headers(conn, self.timeout)
+                if status >= 200:
+                    return Answer(self, conn, status, reason, headers)
+                # An interim answer (100 Continue, 103 Early Hints): the real one follows.
+                status_line = await conn.line(self.timeout)
         except (ConnectionResetError, BrokenPipeError) as err:
             conn.close()
             if kept:
                 raise _Stale from err
             raise
-        except BaseException:
-            conn.close()
-            raise
-        try:
-            if not status_line and kept:
-                raise _Stale
-            while True:
-                status, reason = _status(status_line, conn)
-                async with asyncio.timeout(self.timeout):
-                    headers = await _headers(conn.reader)
-                    if status >= 200:
-                        return Answer(self, conn, status, reason, headers)
-                    # An interim answer (100 Continue, 103 Early Hints): the real one follows.
-                    status_line = await _line(conn.reader)
         except BaseException:
             conn.close()
             raise
@@ -261,20 +375,6 @@ class ModelHTTP:
         return self._ssl
 
 
-async def _line(reader: asyncio.StreamReader) -> bytes:
-    """One line of the head or of chunked framing, without its CRLF; b"" at the end of the
-    stream (and for a blank line)."""
-    try:
-        line = await reader.readuntil(b"\n")
-    except asyncio.IncompleteReadError as err:
-        if err.partial:
-            raise Broken("the answer ended within a line") from None
-        return b""
-    except asyncio.LimitOverrunError:
-        raise Broken("a line of the answer is too long") from None
-    return line.rstrip(b"\r\n")
-
-
 def _status(line: bytes, conn: _Conn) -> tuple[int, str]:
     """(status, reason) of an answer's status line."""
     if not line:
@@ -286,10 +386,10 @@ def _status(line: bytes, conn: _Conn) -> tuple[int, str]:
     return int(rest[:3]), rest[4:].decode("latin-1")
 
 
-async def _headers(reader: asyncio.StreamReader) -> dict[str, str]:
+async def _headers(conn: _Conn, timeout: float) -> dict[str, str]:
     headers: dict[str, str] = {}
     for _ in range(_MAX_HEADERS):
-        line = await _line(reader)
+        line = await conn.line(timeout)
         if not line:
             return headers
         name, sep, value = line.decode("latin-1").partition(":")
