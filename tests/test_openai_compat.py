@@ -209,3 +209,18 @@ def test_the_httpx_path_reads_answers_and_failures_as_the_lean_client_does(model
     model.reply(error="truncated", text="partial")
     with pytest.raises(UpstreamFailed, match="without finishing"):
         asyncio.run(text())
+
+
+def test_a_grammar_response_format_is_refused_before_any_call():
+    import pytest
+    from agents_core.api.common import GrammarResponseFormat
+    from agents_core.errors import InvalidRequest
+    from agents_core.inference.openai_compat import OpenAICompatProvider
+    from agents_core.inference.types import ChatMessage, ChatRequest
+
+    provider = OpenAICompatProvider("http://127.0.0.1:9/v1", None, timeout=5)
+    plain = ChatRequest(model="m", messages=[ChatMessage("user", "hi")])
+    provider.check(plain)
+    grammar = GrammarResponseFormat(type="grammar", bnf={"root": "x"})
+    with pytest.raises(InvalidRequest, match="grammar"):
+        provider.check(ChatRequest(model="m", messages=plain.messages, response_format=grammar))

@@ -64,7 +64,9 @@ class OpenAICompatProvider:
         )
 
     def check(self, request: ChatRequest) -> None:
-        self._params(request)
+        """What `_params` would refuse, without building the body (every message of the
+        history) a second time."""
+        _refuse_grammar(request)
 
     async def complete(self, request: ChatRequest) -> list[ChatEvent]:
         return [event async for event in self.stream(request)]
@@ -176,11 +178,8 @@ class OpenAICompatProvider:
             if sampling.stop:
                 params["stop"] = sampling.stop
         params.update(_options(request))
+        _refuse_grammar(request)
         fmt = request.response_format
-        if isinstance(fmt, GrammarResponseFormat):
-            raise InvalidRequest(
-                "grammar response_format is not supported by OpenAI-compatible models"
-            )
         if fmt is not None:
             if fmt.json_schema:
                 params["response_format"] = {
@@ -190,6 +189,11 @@ class OpenAICompatProvider:
             else:
                 params["response_format"] = {"type": "json_object"}
         return {k: v for k, v in params.items() if v is not None}
+
+
+def _refuse_grammar(request: ChatRequest) -> None:
+    if isinstance(request.response_format, GrammarResponseFormat):
+        raise InvalidRequest("grammar response_format is not supported by OpenAI-compatible models")
 
 
 def _message(message: ChatMessage) -> dict[str, Any]:
