@@ -17,21 +17,10 @@ from typing import Any
 #: The root span's name and operation (OpenTelemetry's GenAI agent spans).
 RUN_SPAN = "invoke_agent"
 
-#: What a span is, as the trace view names it.
-KINDS = (
-    "run",
-    "inference",
-    "tool_execution",
-    "shield_call",
-    "mcp_call",
-    "web_search_call",
-    "file_search_call",
-)
-
 
 @dataclass
 class Span:
-    kind: str
+    kind: str  # api.traces.SpanKind
     name: str
     started_at: datetime
     completed_at: datetime
