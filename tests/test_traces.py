@@ -283,3 +283,18 @@ def test_without_an_endpoint_nothing_exports_and_the_exporter_is_not_imported():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
     assert out.stdout.split() == ["True", "False"], out.stderr
+
+
+def test_an_export_to_cloudwatch_is_signed_for_xray_in_the_endpoints_region(monkeypatch):
+    from agents_core.telemetry.otlp import OtlpExporter
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "token")
+    exporter = OtlpExporter("https://xray.eu-west-1.amazonaws.com", service_name="s")
+    assert exporter.url == "https://xray.eu-west-1.amazonaws.com/v1/traces"
+    headers = exporter._signed(b'{"resourceSpans": []}')
+    assert "Credential=AKIDEXAMPLE/" in headers["Authorization"]
+    assert "/eu-west-1/xray/aws4_request" in headers["Authorization"]
+    assert headers["X-Amz-Security-Token"] == "token" and headers["X-Amz-Date"]
+    assert OtlpExporter("http://127.0.0.1:4318", service_name="s").aws_region is None

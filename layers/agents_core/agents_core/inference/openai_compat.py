@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from ..api.common import GrammarResponseFormat, TopKSamplingStrategy, TopPSamplingStrategy
 from ..errors import InvalidRequest, UpstreamFailed, UpstreamTimeout
-from .http1 import Broken, ConnectFailed, ModelHTTP
+from ..http1 import Broken, ConnectFailed, PostClient
 from .types import (
     ChatEvent,
     ChatMessage,
@@ -57,10 +57,10 @@ class OpenAICompatProvider:
         # No retries: a retry would repeat tokens already streamed to the client. The read
         # timeout bounds each wait for the next chunk, not the whole answer.
         connect = min(timeout, 5.0)
-        self._http: ModelHTTP | _ProxiedHTTP = (
+        self._http: PostClient | _ProxiedHTTP = (
             _ProxiedHTTP(url, headers, timeout, connect)
             if _proxied(url)
-            else ModelHTTP(url, headers, timeout=timeout, connect_timeout=connect)
+            else PostClient(url, headers, timeout=timeout, connect_timeout=connect)
         )
 
     def check(self, request: ChatRequest) -> None:
@@ -313,7 +313,7 @@ def _proxied(url: str) -> bool:
 
 
 class _ProxiedHTTP:
-    """The model over httpx, which speaks to proxies; its failures as ModelHTTP's."""
+    """The model over httpx, which speaks to proxies; its failures as PostClient's."""
 
     def __init__(
         self, url: str, headers: dict[str, str], timeout: float, connect_timeout: float

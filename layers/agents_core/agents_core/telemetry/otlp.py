@@ -6,8 +6,9 @@ and CloudWatch's endpoint take it, so the few fields a run's spans need are writ
 endpoint on AWS (`https://xray.<region>.amazonaws.com`, CloudWatch's OTLP endpoint) is signed
 with the function's credentials (SigV4, service `xray`).
 
-Imported only when OTEL_EXPORTER_OTLP_ENDPOINT is set. An export is bounded (its timeout) and
-never fails the run: a collector that is down costs a warning.
+Imported only when OTEL_EXPORTER_OTLP_ENDPOINT is set. An export goes over the lean HTTP/1.1
+client the model's streams use (`http1`; no proxy), is bounded (its timeout) and never fails
+the run: a collector that is down costs a warning.
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ import json
 import re
 from typing import Any
 
+from ..http1 import PostClient
 from ..log import logger
 from .spans import RunSpans, Span, span_id
 
 #: The spans' instrumentation scope.
 SCOPE = "serverless-agents"
+
+_JSON = "application/json"
+#: How much of a refusal's answer goes to the log.
+_ANSWER_KEPT = 200
 
 _AWS_ENDPOINT = re.compile(r"^https://xray\.([a-z0-9-]+)\.amazonaws\.com")
 
@@ -40,20 +46,27 @@ class OtlpExporter:
         self.resource = {"service.name": service_name, **(resource or {})}
         found = _AWS_ENDPOINT.match(self.url)
         self.aws_region = found.group(1) if found else None
-        self._clients: dict[Any, Any] = {}  # per event loop: its connections belong to it
+        self._http = PostClient(
+            self.url, {"Content-Type": _JSON}, timeout=timeout, connect_timeout=timeout
+        )
         self._credentials: Any = None
 
     async def export(self, trace_id: str, run_index: int, run: RunSpans) -> None:
         body = json.dumps(self.payload(trace_id, run_index, run), separators=(",", ":")).encode()
-        headers = {"Content-Type": "application/json"}
         try:
-            if self.aws_region is not None:
-                headers = await asyncio.to_thread(self._signed, body, headers)
-            answer = await self._client().post(self.url, content=body, headers=headers)
-            if answer.status_code >= 300:
+            async with asyncio.timeout(self.timeout * 2):  # connect, then the answer
+                signed = await asyncio.to_thread(self._signed, body) if self.aws_region else None
+                answer = await self._http.post(body, signed)
+                try:
+                    said = b""
+                    async for data in answer.body():
+                        said = (said + data)[:_ANSWER_KEPT]
+                finally:
+                    answer.close()
+            if not answer.is_success:
                 logger.warning(
                     "spans not exported",
-                    extra={"status": answer.status_code, "answer": answer.text[:200]},
+                    extra={"status": answer.status, "answer": said.decode(errors="replace")},
                 )
         except Exception as err:
             logger.warning("spans not exported", extra={"error": type(err).__name__})
@@ -75,26 +88,17 @@ class OtlpExporter:
             ]
         }
 
-    def _client(self) -> Any:
-        import httpx
-
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout))
-            self._clients = {loop: client}  # a loop that ended leaves its client behind
-        return client
-
-    def _signed(self, body: bytes, headers: dict[str, str]) -> dict[str, str]:
+    def _signed(self, body: bytes) -> dict[str, str]:
+        """The SigV4 headers of an export to CloudWatch (besides Host and Content-Type)."""
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
         from botocore.session import get_session
 
         if self._credentials is None:  # they refresh themselves when they are temporary
             self._credentials = get_session().get_credentials()
-        request = AWSRequest("POST", self.url, data=body, headers=headers)
+        request = AWSRequest("POST", self.url, data=body, headers={"Content-Type": _JSON})
         SigV4Auth(self._credentials, "xray", self.aws_region).add_auth(request)
-        return dict(request.headers.items())
+        return {k: v for k, v in request.headers.items() if k.lower() != "content-type"}
 
 
 #: OpenTelemetry's span kinds: INTERNAL for the run and shield checks, CLIENT for calls out.

@@ -1,14 +1,14 @@
-"""A lean HTTP/1.1 client for the model's streamed answers: a POST written whole, its answer's
-body read as it arrives, the connection kept for the next call of the same event loop.
+"""A lean HTTP/1.1 client for POSTs to one endpoint: the request written whole, its answer's
+body read as it arrives, the connection kept for the next request of the same event loop. The
+model's streamed answers (inference/openai_compat.py) and the spans' exports
+(telemetry/otlp.py) go through it.
 
 httpx, httpcore and h11 spent about a quarter of a streamed turn's CPU here, on a handful of
-events; a model endpoint answers a POST with a status line, headers and a chunked (or sized, or
-closed-at-the-end) body. The connection is an asyncio Protocol with a buffer of its own: what
-has arrived is parsed as it is, and only a read that must wait arms a timer (an
-`asyncio.timeout` around every read cost more than the read). Every wait is bounded (connect,
-each write, each read), as are the answer's head and a chunk. `OpenAICompatProvider` uses httpx
-instead when a proxy applies to the endpoint (HTTP(S)_PROXY, ALL_PROXY), which this client does
-not speak.
+events; an endpoint answers a POST with a status line, headers and a chunked (or sized, or
+closed-at-the-end) body, which an asyncio Protocol reads with little more than the bytes' own
+handling. Every wait is bounded (connect, each write, each read), as are the answer's head and
+a chunk. It speaks to no proxy: `OpenAICompatProvider` uses httpx instead when one applies to
+the model's endpoint (HTTP(S)_PROXY, ALL_PROXY).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Answer:
     the connection for the next request when the body was read to its end, else closes it."""
 
     def __init__(
-        self, client: ModelHTTP, conn: _Conn, status: int, reason: str, headers: dict[str, str]
+        self, client: PostClient, conn: _Conn, status: int, reason: str, headers: dict[str, str]
     ) -> None:
         self.status = status
         self.reason = reason
@@ -266,7 +266,7 @@ class _Conn(asyncio.Protocol):
             raise self._lost
 
 
-class ModelHTTP:
+class PostClient:
     """POSTs to one endpoint (`url`: its scheme, host, port and path) with fixed `headers`.
     Connections belong to the event loop that opened them: a new loop starts afresh."""
 
@@ -286,18 +286,19 @@ class ModelHTTP:
             user = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
             fixed["Authorization"] = f"Basic {base64.b64encode(user.encode()).decode()}"
         head = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
-        self._head = f"POST {parts.path or '/'} HTTP/1.1\r\n{head}Content-Length: "
+        self._head = f"POST {parts.path or '/'} HTTP/1.1\r\n{head}"
         self._idle: list[_Conn] = []
         self._loop: Any = None
         self._ssl: Any = None
 
-    async def post(self, body: bytes) -> Answer:
-        """Send the request; the answer once its head is read. Raises ConnectFailed, Broken,
-        TimeoutError or OSError."""
+    async def post(self, body: bytes, headers: dict[str, str] | None = None) -> Answer:
+        """Send the request, with `headers` besides the fixed ones; the answer once its head
+        is read. Raises ConnectFailed, Broken, TimeoutError or OSError."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # the kept connections belong to a loop that is gone
             self._idle, self._loop = [], loop
-        request = f"{self._head}{len(body)}\r\n\r\n".encode() + body
+        more = "".join(f"{k}: {v}\r\n" for k, v in headers.items()) if headers else ""
+        request = f"{self._head}{more}Content-Length: {len(body)}\r\n\r\n".encode() + body
         while self._idle:
             conn = self._idle.pop()
             if not conn.usable():
