@@ -331,40 +331,53 @@ async function runResponse(input, prompt) {
   await followResponse(events("POST", "v1/responses", responseBody(input)), run, answer);
 }
 
-async function followResponse(stream, run, answer) {
-  let final = null;
-  const waiting = [];
+/**
+ * Read a run's stream to its end, each event to `onEvent`; the run's place (id, last event
+ * number, text so far) is kept in sessionStorage for a reload to rejoin. The run's end is the
+ * last thing `onEvent` returned that is not null.
+ */
+async function followStream(stream, run, answer, onEvent) {
+  let end = null;
+  answer.classList.add("streaming");
   try {
-    for await (const { data } of stream) {
-      if (typeof data.sequence_number === "number") run.seq = data.sequence_number;
-      switch (data.type) {
-        case "response.created":
-          run.id = data.response.id;
-          break;
-        case "response.output_text.delta":
-        case "response.refusal.delta":
-          run.text += data.delta;
-          answer.textContent = run.text;
-          if (data.type === "response.refusal.delta") answer.classList.add("refusal");
-          break;
-        case "response.output_item.done":
-          responseItem(data.item, waiting);
-          break;
-        case "response.completed":
-        case "response.incomplete":
-        case "response.failed":
-        case "response.cancelled":
-          final = data.response;
-          break;
-        default:
-          break;
-      }
+    for await (const event of stream) {
+      end = onEvent(event) || end;
       if (run.id) remember("running", run);
     }
   } finally {
     answer.classList.remove("streaming");
   }
   remember("running", null);
+  return end;
+}
+
+async function followResponse(stream, run, answer) {
+  const waiting = [];
+  const final = await followStream(stream, run, answer, ({ data }) => {
+    if (typeof data.sequence_number === "number") run.seq = data.sequence_number;
+    switch (data.type) {
+      case "response.created":
+        run.id = data.response.id;
+        break;
+      case "response.output_text.delta":
+      case "response.refusal.delta":
+        run.text += data.delta;
+        answer.textContent = run.text;
+        if (data.type === "response.refusal.delta") answer.classList.add("refusal");
+        break;
+      case "response.output_item.done":
+        responseItem(data.item, waiting);
+        break;
+      case "response.completed":
+      case "response.incomplete":
+      case "response.failed":
+      case "response.cancelled":
+        return data.response;
+      default:
+        break;
+    }
+    return null;
+  });
   if (!final) throw new Error("The stream ended before the response did.");
   if (!run.text) answer.textContent = outputText(final) || "";
   if (final.status === "failed") {
@@ -490,40 +503,32 @@ function turnPath(run) {
 }
 
 async function followTurn(stream, run, answer) {
-  let ended = null;
   traceHint("Running: the trace shows when the run ends.");
-  answer.classList.add("streaming");
-  try {
-    for await (const { id, data } of stream) {
-      if (id !== null) run.seq = Number(id);
-      if (data.error) throw new Error(data.error.message || JSON.stringify(data.error));
-      const payload = data.event.payload;
-      switch (payload.event_type) {
-        case "turn_start":
-          run.id = payload.turn_id;
-          break;
-        case "step_progress":
-          if (payload.delta && payload.delta.type === "text") {
-            run.text += payload.delta.text;
-            answer.textContent = run.text;
-          }
-          break;
-        case "step_complete":
-          stepNote(payload.step_details);
-          break;
-        case "turn_awaiting_input":
-        case "turn_complete":
-          ended = payload;
-          break;
-        default:
-          break;
-      }
-      if (run.id) remember("running", run);
+  const ended = await followStream(stream, run, answer, ({ id, data }) => {
+    if (id !== null) run.seq = Number(id);
+    if (data.error) throw new Error(data.error.message || JSON.stringify(data.error));
+    const payload = data.event.payload;
+    switch (payload.event_type) {
+      case "turn_start":
+        run.id = payload.turn_id;
+        break;
+      case "step_progress":
+        if (payload.delta && payload.delta.type === "text") {
+          run.text += payload.delta.text;
+          answer.textContent = run.text;
+        }
+        break;
+      case "step_complete":
+        stepNote(payload.step_details);
+        break;
+      case "turn_awaiting_input":
+      case "turn_complete":
+        return payload;
+      default:
+        break;
     }
-  } finally {
-    answer.classList.remove("streaming");
-  }
-  remember("running", null);
+    return null;
+  });
   if (!ended) throw new Error("The stream ended before the turn did.");
   const turn = ended.turn;
   if (!run.text) answer.textContent = messageText(turn.output_message) || "";
