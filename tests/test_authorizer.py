@@ -360,6 +360,22 @@ def test_both_clients_get_answers_with_their_key_and_tenants_stay_apart(keyed_se
     assert sdk.responses.retrieve(response.id).id == response.id
     listed = httpx.get(f"{base}/v1/agents", headers={"Authorization": f"Bearer {globex}"})
     assert listed.status_code == 200 and listed.json()["data"] == []
+    # Nor their traces, which the owner reads.
+    turns = llama_turns(base, acme, agent.agent_id, session.session_id)
+    traces = [f"{base}/v1/responses/{response.id}/trace", f"{turns[0]}/trace"]
+    for url in traces:
+        assert httpx.get(url, headers={"Authorization": f"Bearer {globex}"}).status_code == 404
+        assert httpx.get(url, headers={"Authorization": f"Bearer {acme}"}).json()["complete"]
+
+
+def llama_turns(base: str, key: str, agent_id: str, session_id: str) -> list[str]:
+    """The URLs of a session's turns, read with `key`."""
+    session = httpx.get(
+        f"{base}/v1/agents/{agent_id}/session/{session_id}",
+        headers={"Authorization": f"Bearer {key}"},
+    ).json()
+    path = f"{base}/v1/agents/{agent_id}/session/{session_id}/turn"
+    return [f"{path}/{turn['turn_id']}" for turn in session["turns"]]
 
 
 def test_a_compaction_or_reasoning_blob_reads_back_only_for_the_tenant_it_was_made_for(
