@@ -238,6 +238,19 @@ def test_a_background_response_keeps_its_trace_and_reads_incomplete_while_it_run
     assert trace["spans"][1]["duration_ms"] >= 0
 
 
+def test_a_response_not_stored_keeps_no_trace_but_its_spans_are_exported(http, model, collector):
+    from agents_core.telemetry.spans import trace_id
+
+    model.reply(text="Gone after this.")
+    oai = openai.OpenAI(
+        base_url=str(http.base_url).rstrip("/") + "/v1", api_key="unused", max_retries=0
+    )
+    response = oai.responses.create(model="m", input="Hi", store=False)
+    assert http.get(f"/v1/responses/{response.id}/trace").status_code == 404
+    spans = exported(collector, trace_id(response.id), 2)
+    assert sorted(s["name"] for s in spans) == ["chat m", "invoke_agent"]
+
+
 def test_a_failed_model_call_marks_the_run_span_as_an_error(http, model):
     model.reply(error="status", status=500)
     agent_id, session_id = new_session(http)

@@ -159,9 +159,8 @@ class ResponseRun:
         self.trace = RunTrace(
             response.id, loop.request.model, kind_of=self._span_kind, earlier=trace
         )
-        self.exporter = (
-            exporter  # where the run's spans go besides the response (OTLP), if anywhere
-        )
+        #: Where the run's spans go besides the response (OTLP), if anywhere.
+        self.exporter = exporter
 
     async def result(self) -> OpenAIResponseObject:
         """Run to the end without streaming: the response (completed or incomplete), or
@@ -373,9 +372,10 @@ class ResponseRun:
         self.response.status = status
         self.response.error = error
         self.response.completed_at = int(time.time()) if status == "completed" else None
+        trace = self.trace.end("error" if status == "failed" else None)  # exported if not stored
         if self.store or self.control is not None:  # a background response is kept to be polled
             try:
-                await self._save()
+                await self._save(trace)
             except RunLost:
                 raise
             except Exception as err:
@@ -391,8 +391,7 @@ class ResponseRun:
         metrics.count(f"Responses{status.capitalize()}")
         return self.output.event(kind, response=self.output.public())
 
-    async def _save(self) -> None:
-        trace = self.trace.end("error" if self.response.status == "failed" else None)
+    async def _save(self, trace: list[dict[str, Any]]) -> None:
         if self.control is not None:
             await self.control.save(self.response, self._conversation(), self._appended(), trace)
         else:
