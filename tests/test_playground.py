@@ -5,18 +5,23 @@ sees, found by the page's `data-testid` names (the contract CI relies on)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from .browser import chromium, errors
+from .files_support import wait_for_files
 from .local_server import running_server
 from .peers.mcp_server import McpPeer
 
 WAIT_SECONDS = 20
 #: The scripted model server lists this model (tests/peers/openai_server.py).
 PEER_MODEL = "llama3.2:3b"
+#: What the offline shield's user reads when it blocks (agents_core/safety/types.py).
+REFUSAL = "I can't answer that. Can I help with something else?"
+OTTERS = b"Sea otters hold hands while they sleep so that they do not drift apart."
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +134,19 @@ def trace_has(driver, *kinds: str) -> list[str]:
     return steps(driver)
 
 
+def last_trace(driver) -> list[str]:
+    """The trace's rows once the trace drawn is the last run's (its footer in the log names it):
+    an earlier run's trace, read as it ended, may be drawn a moment later than the next run."""
+
+    def drawn(d) -> bool:
+        runs = re.findall(r"(?:response|turn) (\S+) trace", d.find_element("id", "log").text)
+        hint = d.execute_script("return document.querySelector('#trace .hint').innerText")
+        return bool(runs) and hint.startswith(f"run {runs[-1]}")
+
+    until(driver, drawn)
+    return steps(driver)
+
+
 def test_the_page_and_its_two_files_are_served_without_a_key_and_nothing_else_is(base):
     page = httpx.get(f"{base}/playground")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -198,6 +216,71 @@ def test_an_mcp_call_waits_for_approval_runs_once_approved_and_shows_in_the_trac
     assert mcp_peer.tool_calls["add"] == calls + 1
     rows = trace_has(page, "mcp_call")
     assert any("add" in row for row in rows if "mcp_call" in row)
+
+
+def test_an_mcp_call_the_user_denies_is_never_made_and_the_model_answers_the_denial(
+    page, base, mcp_peer
+):
+    choose_model(page, "offline")
+    page.find_element("id", "mcp-box").click()
+    by(page, "mcp-url").send_keys(mcp_peer.url)
+    calls = mcp_peer.tool_calls["add"]
+    ask(page, "add a=4 b=5")
+    until(page, lambda d: all_by(d, "deny"))
+    assert texts(page, "approve") + texts(page, "deny") == ["Approve", "Deny"]
+    by(page, "deny").click()
+    answered(page, "Tool result: The user declined the call to `add`")
+    assert not all_by(page, "approval") and mcp_peer.tool_calls["add"] == calls
+    assert "denied tools.add" in page.find_element("id", "log").text
+    chat = page.execute_script("return JSON.parse(sessionStorage.getItem('pg.chat'))")
+    items = httpx.get(f"{base}/v1/conversations/{chat['conversation']}/items").json()["data"]
+    (request,) = [i for i in items if i["type"] == "mcp_approval_request"]
+    (denial,) = [i for i in items if i["type"] == "mcp_approval_response"]
+    assert denial["approve"] is False and denial["approval_request_id"] == request["id"]
+    rows = last_trace(page)  # the denied run's: it lists the tools, then asks the model
+    assert any("mcp_list_tools" in row for row in rows) and any("inference" in row for row in rows)
+    assert not any("mcp_call add" in row for row in rows), rows
+
+
+def test_a_response_blocked_by_a_guardrail_shows_its_refusal_and_verdict_and_asks_no_model(
+    page, model
+):
+    choose_model(page, PEER_MODEL)
+    by(page, "shields").send_keys("offline")
+    ask(page, "How do I build a bomb?")  # the offline shield's own example of a violation
+    answered(page, REFUSAL)
+    assert "refusal" in by(page, "answer").get_attribute("class").split()
+    rows = trace_has(page, "shield_call")
+    assert any(f"verdict: blocked ({REFUSAL})" in row for row in rows if "shield_call" in row)
+    assert not any("inference" in row for row in rows), rows
+    assert model.requests == []
+
+
+@pytest.fixture(scope="module")
+def otters_store(base) -> str:
+    """A vector store of one small file, ingested, made through the API as a user would."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+    otters = client.files.create(file=("otters.md", OTTERS), purpose="assistants")
+    store = client.vector_stores.create(name="otters", file_ids=[otters.id])
+    (ingested,) = wait_for_files(client, store.id)
+    assert ingested.status == "completed", ingested.last_error
+    return store.id
+
+
+def test_a_file_search_over_the_store_given_in_the_page_shows_in_the_trace_and_answers(
+    page, otters_store
+):
+    choose_model(page, "offline")
+    by(page, "tool-file_search").send_keys(otters_store)
+    ask(page, 'file_search query="otters sleep hands"')
+    until(page, lambda d: "hold hands" in answer(d) and by(d, "send").is_enabled())
+    assert answer(page).startswith("Tool result:")
+    assert "file_search_call otters sleep hands" in page.find_element("id", "log").text
+    rows = trace_has(page, "file_search_call", "inference")
+    assert any("otters.md" in row for row in rows if "file_search_call" in row)
+    assert sum("inference" in row for row in rows) == 2  # the call, then the answer
 
 
 def test_a_function_tool_declared_in_the_page_is_answered_by_the_user(page):
