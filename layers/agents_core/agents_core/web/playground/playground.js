@@ -590,7 +590,12 @@ function milliseconds(value) {
   return value < 1000 ? value.toFixed(1) + " ms" : (value / 1000).toFixed(2) + " s";
 }
 
+// Each showTrace call's number: only the newest one draws (an earlier run's trace read late
+// must not cover a later run's).
+let traceAsked = 0;
+
 async function showTrace(run) {
+  const mine = ++traceAsked;
   const box = $("trace");
   traceHint("Reading the trace of " + run.id + "…");
   let trace = null;
@@ -598,13 +603,14 @@ async function showTrace(run) {
     try {
       trace = await api("GET", traceUrl(run));
     } catch (err) {
+      if (mine !== traceAsked) return;
       box.replaceChildren(el("p", { class: "hint", text: "No trace for " + run.id + ": " + err.message }));
       return;
     }
-    if (trace.complete !== false) break;
+    if (trace.complete !== false || mine !== traceAsked) break;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
-  renderTrace(trace);
+  if (mine === traceAsked) renderTrace(trace);
 }
 
 // The span's place on the run's timeline (set through the CSSOM: the page's policy forbids
@@ -618,9 +624,12 @@ function bar(offset, width) {
 
 function renderTrace(trace) {
   const spans = (trace.spans || []).slice().sort((a, b) => a.started_at.localeCompare(b.started_at));
-  const root = spans.find((s) => s.kind === "run");
-  const start = Date.parse((root || spans[0] || {}).started_at);
-  const total = (root && root.duration_ms) || 1;
+  // The timeline spans every run of the trace (a resumed turn has one per start and resume).
+  const roots = spans.filter((s) => s.kind === "run");
+  const root = roots[roots.length - 1];
+  const start = Math.min(...spans.map((s) => Date.parse(s.started_at)));
+  const end = Math.max(...spans.map((s) => Date.parse(s.completed_at)));
+  const total = end - start || 1;
   const rows = spans.filter((s) => s.kind !== "run").map((span) => {
     const a = span.attributes || {};
     const tool = a["gen_ai.tool.name"];
