@@ -100,6 +100,7 @@ def test_a_turn_trace_has_a_span_per_shield_check_model_call_and_tool_call(
     assert {s["parent_span_id"] for s in trace["spans"][1:]} == {root["span_id"]}
     assert first["attributes"]["gen_ai.operation.name"] == "chat"
     assert first["attributes"]["gen_ai.request.model"] == "m"
+    assert first["attributes"]["gen_ai.provider.name"] == "openai"
     assert (
         first["attributes"]["gen_ai.usage.input_tokens"],
         first["attributes"]["gen_ai.usage.output_tokens"],

@@ -24,6 +24,9 @@ TEXT_LIMIT = 1024
 #: Spans a run keeps besides its root; the loop's limits keep runs below it in practice.
 MAX_SPANS = 256
 
+#: Providers whose OpenTelemetry name differs from ours.
+_PROVIDER_NAMES = {"bedrock": "aws.bedrock"}
+
 
 class SpanExporter(Protocol):
     """Where ended runs go besides the store (OTLP); bounded, and never raising."""
@@ -44,6 +47,7 @@ class RunTrace:
         kind_of: Callable[[str], str | None] | None = None,
         earlier: list[dict[str, Any]] | None = None,
         attributes: dict[str, Any] | None = None,
+        provider: str | None = None,
     ) -> None:
         self.run_id = run_id
         self.trace_id = trace_id(run_id)
@@ -51,6 +55,8 @@ class RunTrace:
         self.model = model
         self.kind_of = kind_of or (lambda name: None)
         self.earlier = list(earlier or [])
+        #: `gen_ai.provider.name`: the inference provider's name as OpenTelemetry spells it.
+        self.provider = _PROVIDER_NAMES.get(provider or "", provider)
         root_attributes = {"gen_ai.operation.name": RUN_SPAN, "gen_ai.request.model": model}
         now = L.now()
         self.run = RunSpans(
@@ -148,6 +154,8 @@ class RunTrace:
             "gen_ai.request.model": self.model,
             "gen_ai.response.finish_reasons": [event.finish],
         }
+        if self.provider:
+            attributes["gen_ai.provider.name"] = self.provider
         if event.usage is not None:
             attributes["gen_ai.usage.input_tokens"] = event.usage.input_tokens
             attributes["gen_ai.usage.output_tokens"] = event.usage.output_tokens

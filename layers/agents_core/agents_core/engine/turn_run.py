@@ -81,6 +81,7 @@ class TurnRun:
             turn.turn_id,
             loop.request.model,
             earlier=state.trace,
+            provider=loop.provider.name,
             attributes={"gen_ai.agent.id": agent_id, "gen_ai.conversation.id": turn.session_id},
         )
         self._answer: InferenceStep | None = None  # the last reply, stored with the turn's end

@@ -157,7 +157,11 @@ class ResponseRun:
         self._failure: RunFailed | None = None
         #: The run's spans; `trace`: those of the invocations before this one (a background run).
         self.trace = RunTrace(
-            response.id, loop.request.model, kind_of=self._span_kind, earlier=trace
+            response.id,
+            loop.request.model,
+            kind_of=self._span_kind,
+            earlier=trace,
+            provider=loop.provider.name,
         )
         #: Where the run's spans go besides the response (OTLP), if anywhere.
         self.exporter = exporter
