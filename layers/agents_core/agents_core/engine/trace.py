@@ -49,7 +49,6 @@ class RunTrace:
         attributes: dict[str, Any] | None = None,
         provider: str | None = None,
     ) -> None:
-        self.run_id = run_id
         self.trace_id = trace_id(run_id)
         self.ended = False
         self.model = model
@@ -135,6 +134,11 @@ class RunTrace:
         if status is not None:
             self.run.root.status = status
         return [*self.earlier, self.run.stored()]
+
+    async def export(self, exporter: SpanExporter | None) -> None:
+        """The ended run to `exporter`, when there is one (a run that never ended sends none)."""
+        if exporter is not None and self.ended:
+            await exporter.export(self.trace_id, self.index, self.run)
 
     def so_far(self) -> list[dict[str, Any]]:
         """The runs so far, this one as it stands (ended or not) once it did something: a

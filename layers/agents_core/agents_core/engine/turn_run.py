@@ -137,8 +137,7 @@ class TurnRun:
             metrics.count("TurnsContinued")
         elif not self._reverted:
             await self._announce()
-        if self.exporter is not None and self.trace.ended and not self._reverted:
-            await self.exporter.export(self.trace.trace_id, self.trace.index, self.trace.run)
+        await self.trace.export(self.exporter)  # a reverted run never ended: it sends nothing
 
     async def _on(self, event: L.LoopEvent) -> AsyncIterator[AgentTurnResponseStreamChunk | Any]:
         """The chunks one loop event means for the turn, storing what it completes."""

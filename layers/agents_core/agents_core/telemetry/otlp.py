@@ -20,7 +20,7 @@ from typing import Any
 
 from ..http1 import PostClient
 from ..log import logger
-from .spans import RunSpans, Span, span_id
+from .spans import RunSpans, Span
 
 #: The spans' instrumentation scope.
 SCOPE = "serverless-agents"
@@ -73,11 +73,9 @@ class OtlpExporter:
 
     def payload(self, trace_id: str, run_index: int, run: RunSpans) -> dict[str, Any]:
         """An ExportTraceServiceRequest with the run's spans."""
-        root = span_id(trace_id, run_index, 0)
-        spans = [_otlp(run.root, trace_id, root, None)]
-        spans += [
-            _otlp(span, trace_id, span_id(trace_id, run_index, index), root)
-            for index, span in enumerate(run.children, 1)
+        spans = [
+            _otlp(span, trace_id, own, parent)
+            for span, own, parent in run.identified(trace_id, run_index)
         ]
         return {
             "resourceSpans": [

@@ -44,6 +44,14 @@ class RunSpans:
             **({"dropped": self.dropped} if self.dropped else {}),
         }
 
+    def identified(self, trace: str, run: int) -> list[tuple[Span, str, str | None]]:
+        """(span, its id, its parent's id) for the root, then its children: run `run` of
+        `trace`."""
+        root = span_id(trace, run, 0)
+        return [(self.root, root, None)] + [
+            (span, span_id(trace, run, index), root) for index, span in enumerate(self.children, 1)
+        ]
+
     @classmethod
     def from_stored(cls, data: dict[str, Any]) -> RunSpans:
         return cls(_span(data["root"]), [_span(s) for s in data["spans"]], data.get("dropped", 0))
@@ -62,14 +70,11 @@ def span_id(trace: str, run: int, index: int) -> str:
 def trace_view(run_id: str, runs: list[RunSpans], *, complete: bool) -> dict[str, Any]:
     """The trace as the API shows it: each run's root, then its children, with their ids."""
     trace = trace_id(run_id)
-    spans: list[dict[str, Any]] = []
-    for number, run in enumerate(runs):
-        root = span_id(trace, number, 0)
-        spans.append(_shown(run.root, root, None))
-        spans += [
-            _shown(span, span_id(trace, number, index), root)
-            for index, span in enumerate(run.children, 1)
-        ]
+    spans = [
+        _shown(*identified)
+        for number, run in enumerate(runs)
+        for identified in run.identified(trace, number)
+    ]
     return {
         "object": "trace",
         "trace_id": trace,

@@ -207,8 +207,7 @@ class ResponseRun:
             return
         if not self.suspended:
             await self._announce()
-        if self.exporter is not None and self.trace.ended:
-            await self.exporter.export(self.trace.trace_id, self.trace.index, self.trace.run)
+        await self.trace.export(self.exporter)
 
     async def _steps(self) -> AsyncIterator[StreamEvent]:
         """The run's events up to its end; a state stored after each step it completes."""
