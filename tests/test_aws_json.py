@@ -1,15 +1,19 @@
 """aws.JsonClient against a real moto server over HTTP, beside a plain botocore client on the
-same table: the same answers, the same errors, bounded retries, botocore's events."""
+same table: the same answers, the same errors, bounded retries, botocore's events. Each holds
+both where the client is called from blocking code (a worker thread, a script) and where it is
+called under `blocking.run` on an event loop, which then awaits the exchange."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
 import pytest
-from agents_core import aws
+from agents_core import aws, blocking
 from agents_core.errors import aws_unavailable
 from agents_core.store.schema import create_table_if_missing
 from botocore.exceptions import ClientError, EndpointConnectionError
@@ -36,16 +40,52 @@ def endpoint():
     server.stop()
 
 
+class OnALoop:
+    """A JsonClient each of whose operations runs under `blocking.run`, on an event loop of
+    its own; everything else is the client's."""
+
+    def __init__(self, client: aws.JsonClient) -> None:
+        self._client = client
+        self.meta, self.exceptions = client.meta, client.exceptions
+
+    def __getattr__(self, name):
+        operation = getattr(self._client, name)
+        return lambda **params: asyncio.run(blocking.run(lambda: operation(**params)))
+
+
+@pytest.fixture(params=["blocking", "on the loop"])
+def calls(request, monkeypatch):
+    """How the client is called; "on the loop": each test must have awaited its exchanges
+    there (counted), none blocking."""
+    if request.param == "blocking":
+        yield lambda client: client
+        return
+    awaited, real = [], aws._Connections.apost
+
+    async def counted(self, body, headers):
+        awaited.append(blocking.bridged())
+        return await real(self, body, headers)
+
+    def blocked(*_):
+        raise AssertionError("a blocking exchange under blocking.run")
+
+    monkeypatch.setattr(aws._Connections, "apost", counted)
+    monkeypatch.setattr(aws._Connections, "post", blocked)
+    yield OnALoop
+    assert awaited and not any(awaited)  # awaited by the loop, outside the greenlet
+
+
 @pytest.fixture
-def clients(endpoint, monkeypatch):
-    """(the JsonClient, a plain botocore client) on a fresh table of the moto server."""
+def clients(endpoint, monkeypatch, calls):
+    """(the JsonClient as `calls` calls it, a plain botocore client) on a fresh table of the
+    moto server."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     plain = boto3.client("dynamodb", region_name="us-east-1")
     plain.delete_table(TableName=TABLE) if TABLE in plain.list_tables()["TableNames"] else None
     create_table_if_missing(plain, TABLE)
     fast = aws.client("dynamodb")
     assert isinstance(fast, aws.JsonClient)
-    return fast, plain
+    return calls(fast), plain
 
 
 def answer(resp: dict) -> dict:
@@ -180,7 +220,7 @@ class Refusing(BaseHTTPRequestHandler):
         ),
     ],
 )
-def test_retries_are_botocores_and_bounded(monkeypatch, status, body, code):
+def test_retries_are_botocores_and_bounded(monkeypatch, calls, status, body, code):
     Refusing.status, Refusing.body, Refusing.requests = status, body, []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -188,7 +228,7 @@ def test_retries_are_botocores_and_bounded(monkeypatch, status, body, code):
     monkeypatch.setattr(aws, "_backoff", lambda attempt, throttled: 0)
     try:
         with pytest.raises(ClientError) as caught:
-            aws.client("dynamodb", attempts=3).transact_write_items(TransactItems=[])
+            calls(aws.client("dynamodb", attempts=3)).transact_write_items(TransactItems=[])
     finally:
         server.shutdown()
     assert caught.value.response["Error"]["Code"] == code
@@ -201,11 +241,11 @@ def test_retries_are_botocores_and_bounded(monkeypatch, status, body, code):
     )
 
 
-def test_an_unreachable_endpoint_is_botocores_connection_error(monkeypatch):
+def test_an_unreachable_endpoint_is_botocores_connection_error(monkeypatch, calls):
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setattr(aws, "_backoff", lambda attempt, throttled: 0)
     with pytest.raises(EndpointConnectionError) as caught:
-        aws.client("dynamodb", attempts=2).get_item(TableName=TABLE, Key=KEY)
+        calls(aws.client("dynamodb", attempts=2)).get_item(TableName=TABLE, Key=KEY)
     assert aws_unavailable(caught.value)
 
 
@@ -287,8 +327,9 @@ class KeptThenClosed(BaseHTTPRequestHandler):
 ITEM_JSON = {"PK": {"S": "p"}, "blob": {"B": "AP8="}}
 
 
+@pytest.mark.parametrize("on_loop", [False, True])
 def test_chunked_answers_kept_connections_and_a_dropped_one_are_read_as_botocore_would(
-    monkeypatch,
+    monkeypatch, on_loop
 ):
     KeptThenClosed.connections = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), KeptThenClosed)
@@ -296,10 +337,69 @@ def test_chunked_answers_kept_connections_and_a_dropped_one_are_read_as_botocore
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
     monkeypatch.setattr(aws, "_backoff", lambda attempt, throttled: 0)
     client = aws.client("dynamodb", attempts=1)  # no retries: a replaced connection is not one
+
+    def five() -> list[dict]:
+        return [client.get_item(TableName=TABLE, Key=KEY) for _ in range(5)]
+
     try:
-        answers = [client.get_item(TableName=TABLE, Key=KEY) for _ in range(5)]
+        answers = asyncio.run(blocking.run(five)) if on_loop else five()
     finally:
         server.shutdown()
     assert all(a["Item"] == {"PK": {"S": "p"}, "blob": {"B": b"\x00\xff"}} for a in answers)
     assert [a["served"] for a in answers] == [1, 2, 1, 2, 1]  # two answers per connection
     assert len(KeptThenClosed.connections) == 3
+
+
+class Slow(BaseHTTPRequestHandler):
+    """Answers a GetItem after `delay` seconds."""
+
+    delay = 0.3
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        time.sleep(self.delay)
+        body = json.dumps({"Item": ITEM_JSON}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_):
+        pass
+
+
+def test_on_the_loop_other_tasks_run_while_a_call_waits_for_its_answer(monkeypatch):
+    """A store's blocking code under `blocking.run` runs on the loop's thread, and while its
+    DynamoDB request is out the loop serves the run's other tasks (the model's stream)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    client = aws.client("dynamodb")
+    seen: list[str] = []
+
+    def read() -> dict:
+        seen.append("asked")
+        assert threading.current_thread() is threading.main_thread()
+        answer = client.get_item(TableName=TABLE, Key=KEY)
+        seen.append("answered")
+        return answer
+
+    async def ticks() -> None:
+        while True:
+            await asyncio.sleep(0.02)
+            seen.append("tick")
+
+    async def main() -> dict:
+        ticking = asyncio.create_task(ticks())
+        try:
+            return await blocking.run(read)
+        finally:
+            ticking.cancel()
+
+    try:
+        answer = asyncio.run(main())
+    finally:
+        server.shutdown()
+    assert answer["Item"] == {"PK": {"S": "p"}, "blob": {"B": b"\x00\xff"}}
+    assert seen[0] == "asked" and seen[-1] == "answered"
+    assert seen.count("tick") >= 5  # 0.3 s of waiting, a tick each 0.02 s

@@ -211,3 +211,38 @@ def test_serial_moto_puts_back_what_a_transaction_wrote_before_a_write_failed(se
     assert not _stored(client, "d", "written")
     kept = client.get_item(TableName=TABLE, Key={"PK": {"S": "d"}, "SK": {"S": "kept"}})
     assert kept["Item"]["n"] == {"N": "1"}
+
+
+def test_serial_moto_keeps_a_json_clients_connection_open_between_requests(serial_server):
+    """As AWS does: a DynamoDB call pays no new connection locally either (werkzeug alone
+    closes each one, and its drain would swallow the next request on a kept one)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    endpoint = urlsplit(serial_server)
+    conn = http.client.HTTPConnection(endpoint.hostname, endpoint.port, timeout=10)
+    headers = {
+        "X-Amz-Target": "DynamoDB_20120810.ListTables",
+        "Content-Type": "application/x-amz-json-1.0",
+        "Authorization": "AWS4-HMAC-SHA256 Credential=a/20260101/us-east-1/dynamodb/aws4_request,"
+        " SignedHeaders=host, Signature=0",
+    }
+    sockets = []
+    try:
+        for _ in range(3):
+            conn.request("POST", "/", body=b"{}", headers=headers)
+            answer = conn.getresponse()
+            assert answer.status == 200 and "TableNames" in answer.read().decode()
+            assert answer.getheader("Connection") is None
+            sockets.append(conn.sock)
+    finally:
+        conn.close()
+    assert sockets[0] is not None and sockets.count(sockets[0]) == 3  # one connection for all
+    other = http.client.HTTPConnection(endpoint.hostname, endpoint.port, timeout=10)
+    try:
+        other.request("GET", "/moto-api/data.json")  # not a JSON-protocol request: closed
+        answer = other.getresponse()
+        answer.read()
+        assert answer.getheader("Connection") == "close"
+    finally:
+        other.close()

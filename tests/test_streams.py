@@ -327,14 +327,15 @@ def test_a_failed_write_leaves_the_live_stream_going_and_skips_those_frames(dyna
 
 
 @pytest.mark.parametrize(("final", "count"), [(True, 3), (True, 0), (False, 3), (False, 0)])
-def test_a_held_lifecycle_event_goes_out_after_the_last_write_on_its_worker_thread(
+def test_a_held_lifecycle_event_goes_out_after_the_last_write_on_the_loops_thread(
     dynamodb, final, count
 ):
-    """A streamed run's event waits for the log's last write and goes out on its thread (one
-    hop for both), also when nothing is left to write; outside `hold` it goes out at once."""
+    """A streamed run's event waits for the log's last write and goes out after it, also when
+    nothing is left to write; outside `hold` it goes out at once. Both run on the event loop's
+    thread under `blocking.run` (no worker thread), where their AWS calls are awaited."""
     import threading
 
-    from agents_core import lifecycle
+    from agents_core import blocking, lifecycle
 
     log = log_of(dynamodb, stream_flush_seconds=5)
     stream = StreamKey.response(f"resp_held_{final}_{count}")
@@ -343,9 +344,8 @@ def test_a_held_lifecycle_event_goes_out_after_the_last_write_on_its_worker_thre
     class Bus:
         def put_events(self, Entries):
             stored = len(event_items(dynamodb, keys.response_pk(TENANT, stream.owner)))
-            sent.append(
-                (Entries[0]["DetailType"], threading.current_thread() is loop_thread, stored)
-            )
+            on_loop = threading.current_thread() is loop_thread and blocking.bridged()
+            sent.append((Entries[0]["DetailType"], on_loop, stored))
             return {"FailedEntryCount": 0}
 
     publisher = lifecycle.TurnEventPublisher(Bus(), "bus")
@@ -365,7 +365,7 @@ def test_a_held_lifecycle_event_goes_out_after_the_last_write_on_its_worker_thre
     loop_thread = None
     asyncio.run(run())
     written = 1 if (final or count) else 0
-    assert sent == [("Response Completed", False, 0), ("Response Completed", False, written)]
+    assert sent == [("Response Completed", True, 0), ("Response Completed", True, written)]
 
 
 def test_a_turn_runs_for_its_followers_while_the_lock_names_it_running_within_its_lease(dynamodb):

@@ -193,7 +193,34 @@ class SerialMotoServer:
             self._thread.join(timeout=10)
 
 
+#: Set in a request's thread once its answer keeps the connection open.
+_kept = threading.local()
+
+
+class _DrainingOnlyClosed:
+    """`selectors` as werkzeug's server sees it. After each answer werkzeug reads whatever the
+    client sent next and drops it (unread body, it assumes; the connection closes anyway): on a
+    kept connection that is the next request. A kept connection's drain finds nothing."""
+
+    class _Nothing:
+        def register(self, *_: Any) -> None:
+            pass
+
+        def select(self, timeout: float | None = None) -> list[Any]:
+            return []
+
+        def close(self) -> None:
+            pass
+
+    @classmethod
+    def DefaultSelector(cls) -> Any:  # noqa: N802 - the name werkzeug calls
+        import selectors
+
+        return cls._Nothing() if getattr(_kept, "active", False) else selectors.DefaultSelector()
+
+
 def _make_server(host: str, port: int) -> Any:
+    import werkzeug.serving
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -201,8 +228,33 @@ def _make_server(host: str, port: int) -> Any:
     )
     from werkzeug.serving import make_server
 
+    class KeptAlive(MotoRequestHandler):
+        """A JSON-protocol request's connection (DynamoDB, EventBridge, SQS: X-Amz-Target)
+        stays open for the next, as AWS keeps it. werkzeug closes every connection, since it
+        cannot tell whether an application read its request's body; these bodies are JSON that
+        moto reads whole. Without it each DynamoDB call paid a new connection locally, which
+        no client pays against DynamoDB, and every CPU figure taken here carried it."""
+
+        disable_nagle_algorithm = True  # the answer's head and body go out in separate writes
+
+        def handle_one_request(self) -> None:
+            _kept.active = False
+            super().handle_one_request()
+
+        def send_header(self, keyword: str, value: str) -> None:
+            if (
+                keyword.lower() == "connection"
+                and value.lower() == "close"
+                and self.headers.get("X-Amz-Target")
+                and self.headers.get("Content-Length")
+            ):
+                _kept.active = True
+                return
+            super().send_header(keyword, value)
+
+    werkzeug.serving.selectors = _DrainingOnlyClosed  # type: ignore[assignment]
     app = OneDynamoDBRequestAtATime(DomainDispatcherApplication(create_backend_app))
-    return make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+    return make_server(host, port, app, threaded=True, request_handler=KeptAlive)
 
 
 def main() -> None:

@@ -171,6 +171,11 @@ def _prune(site: Path) -> None:
     shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts, with this host's shebang
     for cache in list(site.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
+    # greenlet's wheel ships its C++ sources and headers and two compiled test modules (1 MB).
+    shutil.rmtree(site / "greenlet" / "tests", ignore_errors=True)
+    for pattern in ("*.c", "*.cpp", "*.h", "*.hpp"):
+        for source in list(site.rglob(pattern)):
+            source.unlink()
 
 
 def build(out: Path, target: Target = LAMBDA) -> Path:
@@ -180,6 +185,7 @@ def build(out: Path, target: Target = LAMBDA) -> Path:
     site = out / "python"
     shutil.rmtree(site, ignore_errors=True)
     shutil.copytree(dependencies, site)
+    _prune(site)  # also a cache filled before a rule was added
     shutil.copytree(PACKAGE, site / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
     _leave_out(site, tomllib.loads(PYPROJECT.read_text())["tool"]["serverless-agents"])
     if target is LAMBDA:

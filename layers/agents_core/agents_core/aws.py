@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import sys
 import time
 from functools import cache, partial
 from typing import Any
@@ -208,7 +209,7 @@ class JsonClient:
             except (ConnectionError, HTTPClientError):
                 if last:
                     raise
-                time.sleep(_backoff(attempt, throttled=False))
+                _pause(_backoff(attempt, throttled=False))
                 continue
             parsed = _parse(http.status_code, http.headers, http.content, attempt)
             if http.status_code < 300 or last:
@@ -217,7 +218,7 @@ class JsonClient:
             throttled = code in _THROTTLED
             if not (throttled or code in _TRANSIENT or http.status_code in _TRANSIENT_STATUS):
                 return http, parsed
-            time.sleep(_backoff(attempt, throttled=throttled))
+            _pause(_backoff(attempt, throttled=throttled))
         raise AssertionError("unreachable")
 
     def _exchange(self, operation: str, event: str, body: bytes, headers: dict[str, str]) -> Any:
@@ -239,7 +240,10 @@ class JsonClient:
         )
         if mocked is not None:
             return mocked
-        status, answer_headers, data = self._connections.post(body, headers)
+        if _bridged():  # on the event loop's thread: the loop awaits the exchange
+            status, answer_headers, data = _blocking().wait(self._connections.apost(body, headers))
+        else:
+            status, answer_headers, data = self._connections.post(body, headers)
         return AWSResponse(self._url, status, answer_headers, _Read(data))
 
 
@@ -332,6 +336,7 @@ class _Connections:
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._context: Any = None
+        self._client: Any = None  # http1.PostClient, for `apost`
 
     @property
     def host(self) -> str:
@@ -364,6 +369,39 @@ class _Connections:
         except (_Unreadable, OSError) as err:
             conn.close()
             raise b.ConnectionClosedError(endpoint_url=self._url, error=err) from err
+
+    async def apost(
+        self, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        """`post` on the event loop (`blocking.run`): the same exchange over `http1`'s
+        connections, kept for the loop's next call, failures raised as botocore's."""
+        from botocore import exceptions as b
+
+        from .http1 import Broken, ConnectFailed, PostClient
+
+        if self._client is None:
+            self._client = PostClient(
+                self._url, {}, timeout=self._read_timeout, connect_timeout=CONNECT_TIMEOUT
+            )
+        headers = {name: value for name, value in headers.items() if name != "host"}
+        try:
+            answer = await self._client.post(body, headers)
+            try:
+                parts, size = [], 0
+                async for part in answer.body():
+                    size += len(part)
+                    if size > _MAX_BODY:
+                        raise Broken(f"an answer of more than {_MAX_BODY} bytes")
+                    parts.append(part)
+            finally:
+                answer.close()
+        except ConnectFailed as err:
+            raise b.EndpointConnectionError(endpoint_url=self._url, error=err) from err
+        except TimeoutError as err:
+            raise b.ReadTimeoutError(endpoint_url=self._url, error=err) from err
+        except (Broken, OSError) as err:
+            raise b.ConnectionClosedError(endpoint_url=self._url, error=err) from err
+        return answer.status, answer.headers, b"".join(parts)
 
     def _exchange(
         self, conn: _Connection, body: bytes, headers: dict[str, str]
@@ -491,6 +529,27 @@ class _Connection:
             total += size
             parts.append(self._exactly(size if total <= _MAX_BODY else -1))
             self._line()
+
+
+def _blocking() -> Any:
+    return sys.modules["agents_core.blocking"]
+
+
+def _bridged() -> bool:
+    """Whether this call runs under `blocking.run` (on an event loop's thread). A process that
+    never imported `blocking` (the authorizer, a script) cannot be, and needs no greenlet."""
+    blocking = sys.modules.get("agents_core.blocking")
+    return blocking is not None and blocking.bridged()
+
+
+def _pause(seconds: float) -> None:
+    """A retry's wait: on the event loop's thread (`blocking.run`), the loop waits instead."""
+    if _bridged():
+        import asyncio
+
+        _blocking().wait(asyncio.sleep(seconds))
+    else:
+        time.sleep(seconds)
 
 
 def _backoff(attempt: int, *, throttled: bool) -> float:

@@ -8,7 +8,6 @@ the turn or response.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
+from . import blocking
 from .log import logger
 
 #: The publishes held in this context (`hold`), or None: publish at once.
@@ -25,8 +25,8 @@ _held: ContextVar[list[Callable[[], None]] | None] = ContextVar("held_events", d
 def hold() -> list[Callable[[], None]]:
     """From here on in this context (a task and what it runs), each event published is not sent
     at once but added to the list returned, as a blocking call that never raises, for the caller
-    to make on a worker thread it goes to anyway (a streamed run's last stream log write): a
-    thread hop costs more CPU than the PutEvents call it carries. The caller must make them."""
+    to make after its own last write (a streamed run's stream log), so the event follows what
+    it announces. The caller must make them."""
     held: list[Callable[[], None]] = []
     _held.set(held)
     return held
@@ -55,8 +55,8 @@ class TurnEventPublisher:
         self.bus_name = bus_name
 
     async def publish(self, status: str, detail: dict[str, Any]) -> None:
-        """Publish a turn's event off the event loop (the call blocks), or hold it (`hold`);
-        never raises."""
+        """Publish a turn's event (its request awaited on the loop, `blocking.run`), or hold it
+        (`hold`); never raises."""
         await self._send(partial(self._publish, DETAIL_TYPES[status], detail))
 
     async def publish_response(self, status: str, detail: dict[str, Any]) -> None:
@@ -67,7 +67,7 @@ class TurnEventPublisher:
     async def _send(call: Callable[[], None]) -> None:
         held = _held.get()
         if held is None:
-            await asyncio.to_thread(call)
+            await blocking.run(call)
         else:
             held.append(call)
 

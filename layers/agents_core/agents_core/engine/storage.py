@@ -1,6 +1,6 @@
 """What the engine needs from storage: the port it owns. Domain types in, domain types out;
-implementations (DynamoDB in `store.engine_storage`, memory in the engine tests) run their
-blocking work off the event loop themselves.
+implementations (DynamoDB in `store.engine_storage`, memory in the engine tests) keep their
+blocking work from stalling the event loop themselves.
 
 Every method that changes state is all-or-nothing: a method that raises changed nothing, except
 `end_turn` raising Conflict (the turn lost its session: nothing of it was written either).

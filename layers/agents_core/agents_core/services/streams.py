@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import metrics
+from .. import blocking, metrics
 from ..log import logger
 from ..settings import Settings
 from ..store import keys
@@ -106,7 +106,7 @@ class StreamLog:
 
     async def last_sequence(self, tenant: str, stream: StreamKey) -> int:
         """The highest sequence number stored; -1 when nothing is."""
-        return await asyncio.to_thread(self.store.last_sequence, stream.where(tenant))
+        return await blocking.run(self.store.last_sequence, stream.where(tenant))
 
     async def follow(
         self,
@@ -123,12 +123,12 @@ class StreamLog:
         where = stream.where(tenant)
         now = time.monotonic()
         deadline = now + s.stream_follow_max_seconds
-        cursor = await asyncio.to_thread(self.store.start, where, after)
+        cursor = await blocking.run(self.store.start, where, after)
         last = after
         asked = now  # when alive() was last asked, or something new last came
         gone_at: float | None = None  # when alive() said the run is over
         while True:
-            page = await asyncio.to_thread(self.store.read, where, cursor)
+            page = await blocking.run(self.store.read, where, cursor)
             cursor = page.cursor
             for frame in page.frames:
                 if frame.seq > last:
@@ -191,8 +191,8 @@ class StreamRecorder:
     async def close(self, *, final: bool = True, then: list[Callable[[], None]] = ()) -> None:
         """Write what is left; `final` marks the stream ended (False: a run continued in
         another invocation, whose recorder appends after `StreamLog.last_sequence`). `then`:
-        blocking calls that never raise (held lifecycle events), made after that write on its
-        worker thread, so the run's end costs one hop."""
+        blocking calls that never raise (held lifecycle events), made right after that write,
+        so the event never announces an end the log does not hold yet."""
         if self._closing:
             return
         self._closing, self._final, self._then = True, final, list(then)
@@ -225,7 +225,7 @@ class StreamRecorder:
         if not frames and not final and not then:
             return
         try:
-            self.writes += await asyncio.to_thread(self._write, frames, final, then)
+            self.writes += await blocking.run(self._write, frames, final, then)
         except Exception:  # the live stream goes on; the log has a gap
             logger.exception(
                 "stream events not stored",
@@ -234,7 +234,8 @@ class StreamRecorder:
             metrics.count("StreamEventsNotStored")
 
     def _write(self, frames: list[Frame], final: bool, then: list[Callable[[], None]]) -> int:
-        """Off the event loop: packing the items (compression) and the requests; then `then`."""
+        """Under `blocking.run`: packing the items (compression) and the requests; then
+        `then`."""
         try:
             if not frames and not final:
                 return 0

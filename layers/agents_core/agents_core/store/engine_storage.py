@@ -1,5 +1,6 @@
 """The engine's storage ports (`engine.storage`) on the DynamoDB stores. The stores are blocking
-(boto3); here each call runs in a worker thread, so the engine's event loop keeps streaming.
+code; here each call runs under `blocking.run`, its DynamoDB requests awaited on the engine's
+event loop, which keeps streaming meanwhile.
 
     storage = DynamoTurnStorage(agent_store, turn_store)
     lock = await storage.lock_session(tenant, agent_id, turn)
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from .. import blocking
 from ..domain import RUNNING, PausedTurn, TurnState
 from ..log import logger
 
@@ -35,10 +37,10 @@ class DynamoTurnStorage:
         remembered = self._agents.remembered_agent(tenant, agent_id)  # no thread for a hit
         if remembered is not None:
             return remembered
-        return await asyncio.to_thread(self._agents.agent_for_turn, tenant, agent_id)
+        return await blocking.run(self._agents.agent_for_turn, tenant, agent_id)
 
     async def lock_session(self, tenant: str, agent_id: str, turn: Turn) -> HeldSession:
-        return await asyncio.to_thread(self._turns.lock_session, tenant, agent_id, turn)
+        return await blocking.run(self._turns.lock_session, tenant, agent_id, turn)
 
     async def turn_started(self, lock: HeldSession, turn: Turn) -> None:
         """A turn too large to travel with its lock gets an item of its own, written while the
@@ -47,16 +49,16 @@ class DynamoTurnStorage:
             return
         record = self._turns.running_record(lock, turn, TurnState(RUNNING))
         lock.running_in_parts = record.in_parts
-        lock.running_write = asyncio.create_task(asyncio.to_thread(self._turns.put_running, record))
+        lock.running_write = asyncio.create_task(blocking.run(self._turns.put_running, record))
 
     async def history(self, tenant: str, session_id: str, last_turn: str | None) -> list[Any]:
         remembered = self._turns.remembered_history(tenant, session_id, last_turn)
         if remembered is not None:
             return remembered
-        return await asyncio.to_thread(self._turns.history, tenant, session_id, last_turn)
+        return await blocking.run(self._turns.history, tenant, session_id, last_turn)
 
     async def save_step(self, lock: HeldSession, step: Step) -> None:
-        await asyncio.to_thread(self._turns.save_step, lock, step)
+        await blocking.run(self._turns.save_step, lock, step)
 
     async def end_turn(
         self,
@@ -69,35 +71,33 @@ class DynamoTurnStorage:
         if lock.running_in_parts:  # its parts share keys with the end's parts
             await _landed(lock)
         try:
-            await asyncio.to_thread(self._turns.end_turn, lock, turn, state, history, steps)
+            await blocking.run(self._turns.end_turn, lock, turn, state, history, steps)
         finally:
             await _landed(lock)
 
     async def extend_lease(self, lock: HeldSession) -> bool:
-        return await asyncio.to_thread(self._turns.extend_lease, lock)
+        return await blocking.run(self._turns.extend_lease, lock)
 
     async def release(self, lock: HeldSession) -> None:
-        await asyncio.to_thread(self._turns.release, lock)
+        await blocking.run(self._turns.release, lock)
 
     async def read_paused(
         self, tenant: str, agent_id: str, session_id: str, turn_id: str
     ) -> PausedTurn:
-        return await asyncio.to_thread(
-            self._turns.read_paused, tenant, agent_id, session_id, turn_id
-        )
+        return await blocking.run(self._turns.read_paused, tenant, agent_id, session_id, turn_id)
 
     async def lock_for_resume(
         self, paused: PausedTurn, agent_id: str, step: Step | None
     ) -> HeldSession:
-        return await asyncio.to_thread(self._turns.lock_for_resume, paused, agent_id, step)
+        return await blocking.run(self._turns.lock_for_resume, paused, agent_id, step)
 
     async def revert(
         self, lock: HeldSession, turn: Turn, state: TurnState, step_ids: list[str]
     ) -> None:
-        await asyncio.to_thread(self._turns.revert, lock, turn, state, step_ids)
+        await blocking.run(self._turns.revert, lock, turn, state, step_ids)
 
     async def turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
-        return await asyncio.to_thread(self._turns.get_turn, tenant, agent_id, session_id, turn_id)
+        return await blocking.run(self._turns.get_turn, tenant, agent_id, session_id, turn_id)
 
 
 async def _landed(lock: HeldSession) -> None:
@@ -128,7 +128,7 @@ class DynamoResponseStorage:
         """The item is made now (the response changes as it runs) and written while the model
         works; the end waits for that write (it must not land last)."""
         write = self._responses.begin_writes(tenant, response, lease_until)
-        task = asyncio.create_task(asyncio.to_thread(write))
+        task = asyncio.create_task(blocking.run(write))
         self._starting[(tenant, response.id)] = task
         task.add_done_callback(lambda done: self._started(tenant, response.id, done))
 
@@ -139,7 +139,7 @@ class DynamoResponseStorage:
 
     async def abandon(self, tenant: str, response_id: str, error: Any) -> None:
         await self._started_first(tenant, response_id)
-        await asyncio.to_thread(self._responses.abandon, tenant, response_id, error)
+        await blocking.run(self._responses.abandon, tenant, response_id, error)
 
     async def _started_first(self, tenant: str, response_id: str) -> None:
         """The running response's write is done (or failed) before anything else is written."""
@@ -148,7 +148,7 @@ class DynamoResponseStorage:
             await asyncio.wait([starting])
 
     async def context(self, tenant: str, response_id: str) -> list[Any]:
-        return await asyncio.to_thread(self._responses.context, tenant, response_id)
+        return await blocking.run(self._responses.context, tenant, response_id)
 
     async def save(
         self,
@@ -160,15 +160,15 @@ class DynamoResponseStorage:
     ) -> None:
         await self._started_first(tenant, response.id)
         if conversation is None:
-            await asyncio.to_thread(self._responses.save, tenant, response, context, trace=trace)
+            await blocking.run(self._responses.save, tenant, response, context, trace=trace)
             return
         writes = self._responses.writes(tenant, response, context, trace=trace)
-        await asyncio.to_thread(self._conversations.append, tenant, conversation, writes)
+        await blocking.run(self._conversations.append, tenant, conversation, writes)
 
     async def conversation_context(
         self, tenant: str, conversation_id: str
     ) -> tuple[list[Any], int]:
-        return await asyncio.to_thread(self._conversations.context, tenant, conversation_id)
+        return await blocking.run(self._conversations.context, tenant, conversation_id)
 
     async def prompt(self, tenant: str, prompt_id: str, version: int | None) -> Prompt:
-        return await asyncio.to_thread(self._prompts.get, tenant, prompt_id, version)
+        return await blocking.run(self._prompts.get, tenant, prompt_id, version)

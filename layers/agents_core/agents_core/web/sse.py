@@ -72,7 +72,7 @@ async def _live(
     done = object()
 
     async def pump() -> None:
-        # The run's lifecycle event goes out on the worker thread of the log's last write.
+        # The run's lifecycle event goes out right after the log's last write.
         held = lifecycle.hold() if recorder is not None else []
         try:
             async for frame in frames:

@@ -1,0 +1,77 @@
+"""blocking.run: blocking code on the event loop's thread, its awaits made by the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+import pytest
+from agents_core import blocking
+
+TENANT = contextvars.ContextVar("tenant", default="none")
+
+
+async def slept(value):
+    await asyncio.sleep(0.01)
+    return value
+
+
+def test_a_function_waits_for_awaitables_and_returns_its_result():
+    def add(a, b):
+        return blocking.wait(slept(a)) + blocking.wait(slept(b))
+
+    assert asyncio.run(blocking.run(add, 2, b=3)) == 5
+
+
+def test_an_awaitables_error_is_raised_inside_the_function_where_it_can_be_handled():
+    async def fails():
+        raise KeyError("gone")
+
+    def handled():
+        try:
+            blocking.wait(fails())
+        except KeyError as err:
+            return f"handled {err}"
+
+    assert asyncio.run(blocking.run(handled)) == "handled 'gone'"
+
+
+def test_the_functions_own_error_reaches_the_caller():
+    def fails():
+        blocking.wait(slept(1))
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        asyncio.run(blocking.run(fails))
+
+
+def test_the_function_sees_its_callers_context():
+    async def main():
+        TENANT.set("acme")
+        return await blocking.run(lambda: (blocking.bridged(), TENANT.get()))
+
+    assert asyncio.run(main()) == (True, "acme")
+
+
+def test_wait_outside_run_is_refused_and_not_bridged():
+    assert not blocking.bridged()
+    waited = slept(1)
+    with pytest.raises(RuntimeError, match="outside"):
+        blocking.wait(waited)
+    waited.close()
+
+
+def test_runs_of_concurrent_tasks_interleave_on_one_thread():
+    order: list[str] = []
+
+    def step(name):
+        order.append(f"{name} asks")
+        blocking.wait(asyncio.sleep(0.05))
+        order.append(f"{name} answered")
+        return name
+
+    async def main():
+        return await asyncio.gather(blocking.run(step, "a"), blocking.run(step, "b"))
+
+    assert asyncio.run(main()) == ["a", "b"]
+    assert order[:2] == ["a asks", "b asks"]  # b started while a waited
