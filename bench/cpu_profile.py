@@ -49,7 +49,8 @@ def function_server(root: Path, name: str, env: dict[str, str], preexec_fn=None)
     env = {**env, "PYTHONPATH": str(root / "layers" / "agents_core")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)]
-        + ["--no-access-log", "--timeout-keep-alive", "300", "--log-level", "warning"],
+        + ["--http", "httptools", "--no-access-log", "--timeout-keep-alive", "300"]
+        + ["--log-level", "warning"],
         cwd=root / "functions" / name,
         env=env,
         preexec_fn=preexec_fn,

@@ -173,7 +173,10 @@ def _prune(site: Path) -> None:
         shutil.rmtree(cache, ignore_errors=True)
     # greenlet's wheel ships its C++ sources and headers and two compiled test modules (1 MB).
     shutil.rmtree(site / "greenlet" / "tests", ignore_errors=True)
-    for pattern in ("*.c", "*.cpp", "*.h", "*.hpp"):
+    # Powertools' event handler (its own REST and GraphQL routers, 2.3 MB): the routes are
+    # FastAPI's; only its logger, metrics and SQS batch processing are imported.
+    shutil.rmtree(site / "aws_lambda_powertools" / "event_handler", ignore_errors=True)
+    for pattern in ("*.c", "*.cpp", "*.h", "*.hpp", "*.pyx", "*.pxd"):
         for source in list(site.rglob(pattern)):
             source.unlink()
 
