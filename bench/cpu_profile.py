@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def function_server(root: Path, name: str, env: dict[str, str], preexec_fn=None)
     env = {**env, "PYTHONPATH": str(root / "layers" / "agents_core")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)]
-        + ["--http", "httptools", "--no-access-log", "--timeout-keep-alive", "300"]
+        + ["--http", http_parser(root, name), "--no-access-log", "--timeout-keep-alive", "300"]
         + ["--log-level", "warning"],
         cwd=root / "functions" / name,
         env=env,
@@ -61,6 +62,15 @@ def function_server(root: Path, name: str, env: dict[str, str], preexec_fn=None)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def http_parser(root: Path, name: str) -> str:
+    """The HTTP implementation the function's run.sh gives uvicorn; h11 where it names none
+    (a checkout from before the layer shipped httptools), whatever this virtualenv has."""
+    run_sh = root / "functions" / name / "run.sh"
+    script = run_sh.read_text() if run_sh.exists() else ""
+    named = re.search(r"--http (\S+)", script)
+    return named.group(1) if named else "h11"
 
 
 @contextmanager
