@@ -120,10 +120,24 @@ OpenAIResponseOutputMessageContent = Annotated[
 ]
 
 
+def _content_kind(value: Any) -> str:
+    """A message's content: its text, or its parts, output parts when the first part is one
+    (`output_text`, `refusal`), else input parts. Told, not tried: serializing a union of list
+    types in turn made pydantic build an error, with a repr of the parts, for each miss."""
+    if isinstance(value, str):
+        return "text"
+    first = value[0] if isinstance(value, list | tuple) and value else None
+    kind = first.get("type") if isinstance(first, dict) else getattr(first, "type", None)
+    return "output" if kind in ("output_text", "refusal") else "input"
+
+
 class OpenAIResponseMessage(ApiModel):
-    content: (
-        str | list[OpenAIResponseInputMessageContent] | list[OpenAIResponseOutputMessageContent]
-    )
+    content: Annotated[
+        Annotated[str, Tag("text")]
+        | Annotated[list[OpenAIResponseInputMessageContent], Tag("input")]
+        | Annotated[list[OpenAIResponseOutputMessageContent], Tag("output")],
+        Discriminator(_content_kind),
+    ]
     role: Literal["system", "developer", "user", "assistant"]
     type: Literal["message"] = "message"
     id: ItemId | None = None
