@@ -117,9 +117,10 @@ _MAX_BACKOFF = 20
 class JsonClient:
     """A botocore client's JSON-protocol operations (`operations`) made without botocore's
     per-request machinery, which costs about 1.5 ms of CPU a call (a Lambda at 192 MB has 0.11
-    of a vCPU): the parameters as JSON, signed (SigV4), sent over a kept-alive http.client
-    connection, the answer as JSON. Everything else (other operations, `meta`, `exceptions`,
-    paginators, waiters) is the botocore client's.
+    of a vCPU): the parameters as JSON, signed (SigV4), sent over a kept-alive connection (a
+    socket of its own; under `blocking.run`, `http1`'s, awaited by the event loop), the answer
+    as JSON. Everything else (other operations, `meta`, `exceptions`, paginators, waiters) is
+    the botocore client's.
 
     It behaves as the botocore client does: the same parameter and answer shapes (bytes for
     DynamoDB's B and BS values, base64 on the wire), errors as botocore's `ClientError`
