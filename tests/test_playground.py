@@ -124,6 +124,14 @@ def answered(driver, text: str) -> str:
     return answer(driver)
 
 
+def rejoins(driver) -> list[str]:
+    """The URLs the page asked for a stream from after an event (`starting_after=`)."""
+    return driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+        ".filter(n => n.includes('starting_after='))"
+    )
+
+
 def steps(driver) -> list[str]:
     return texts(driver, "trace-step")
 
@@ -332,10 +340,7 @@ def test_a_reload_rejoins_the_running_stream_after_the_last_event_it_saw(page, m
     assert kept["id"].startswith("resp_") and kept["seq"] > 0
     page.refresh()
     answered(page, words)
-    rejoined = page.execute_script(
-        "return performance.getEntriesByType('resource').map(e => e.name)"
-        ".filter(n => n.includes('starting_after='))"
-    )
+    rejoined = rejoins(page)
     assert len(rejoined) == 1 and f"/v1/responses/{kept['id']}?stream=true" in rejoined[0]
     assert page.execute_script("return sessionStorage.getItem('pg.running')") is None
     assert len(model.requests) == 1  # the run went on: nothing asked the model twice
@@ -369,10 +374,7 @@ def test_a_turn_dropped_by_a_reload_is_rejoined_from_the_turns_stream(page, mode
     assert kept["kind"] == "turn" and kept["seq"] > 0
     page.refresh()
     answered(page, words)
-    rejoined = page.execute_script(
-        "return performance.getEntriesByType('resource').map(e => e.name)"
-        ".filter(n => n.includes('starting_after='))"
-    )
+    rejoined = rejoins(page)
     assert len(rejoined) == 1 and f"/turn/{kept['id']}/stream?starting_after=" in rejoined[0]
     assert texts(page, "answer").count(words) == 1  # the turn is not shown twice
     assert len(model.requests) == 1

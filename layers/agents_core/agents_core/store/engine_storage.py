@@ -34,7 +34,7 @@ class DynamoTurnStorage:
         self.lease_seconds = turns.lease_seconds
 
     async def agent(self, tenant: str, agent_id: str) -> Agent:
-        remembered = self._agents.remembered_agent(tenant, agent_id)  # no thread for a hit
+        remembered = self._agents.remembered_agent(tenant, agent_id)  # no read for a hit
         if remembered is not None:
             return remembered
         return await blocking.run(self._agents.agent_for_turn, tenant, agent_id)
