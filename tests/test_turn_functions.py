@@ -117,3 +117,16 @@ def test_streaming_functions_read_the_tenant_from_the_web_adapter_header(service
     services.settings = replace(services.settings, trust_request_context_header=False)
     with TestClient(create_app(turns_router, services=services)) as client:
         assert client.post(url, json=body, headers=header("user-alice")).status_code == 404
+
+
+def test_a_function_s_init_ends_with_what_it_built_kept_out_of_the_collector_s_way(dynamodb):
+    """Each entry point's last init step freezes what init built (`container.init_done`): the
+    app of a fresh import of the turns function is tracked by the collector but in none of
+    the generations it walks."""
+    import gc
+
+    app = load_function("turns").app
+    walked = {id(o) for generation in range(3) for o in gc.get_objects(generation)}
+    assert gc.is_tracked(app)
+    assert id(app) not in walked
+    assert id(app.router) not in walked

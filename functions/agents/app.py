@@ -2,6 +2,7 @@
 tool groups and the tool runtime; shields, run-shield and moderations; embeddings; files and
 vector stores; prompts; the playground's static page."""
 
+from agents_core import container
 from agents_core.log import logger
 from agents_core.services import build_services
 from agents_core.settings import Settings
@@ -31,6 +32,7 @@ app = create_app(
 )
 stores = (services.agents, services.turns)  # built (imports and all) during init
 _asgi = Mangum(app, lifespan="off")
+container.init_done()  # what init built is kept out of the collector's way
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -9,6 +9,7 @@ loop lives as long as the container, so the model and tool clients built on it a
 import asyncio
 import time
 
+from agents_core import container
 from agents_core.services import build_services
 from agents_core.services.background import BackgroundWorker
 from agents_core.settings import Settings
@@ -18,6 +19,7 @@ worker = BackgroundWorker(services)
 engine = services.responses_engine  # built (imports and all) during init, not on the first event
 services.models.prepare()  # the model client too
 loop = asyncio.new_event_loop()
+container.init_done()  # what init built is kept out of the collector's way
 
 
 def handler(event, context):

@@ -2,6 +2,7 @@
 queue to vectors (agents_core.services.ingest). A plain Lambda handler with Powertools batch
 processing: only the failed records are reported (ReportBatchItemFailures)."""
 
+from agents_core import container
 from agents_core.log import logger
 from agents_core.services import build_services
 from agents_core.services.ingest import IngestWorker
@@ -10,6 +11,7 @@ from agents_core.settings import Settings
 services = build_services(Settings.from_env())
 worker = IngestWorker(services)
 embedder = services.embedder  # built (imports and all) during init, not on the first event
+container.init_done()  # what init built is kept out of the collector's way
 
 
 @logger.inject_lambda_context

@@ -6,6 +6,7 @@ adapter turns each API Gateway request into an HTTP request and streams the resp
 POSTs each SQS batch to `/events`, returning the app's answer (the batch item failures).
 """
 
+from agents_core import container
 from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.web.app import create_app
@@ -15,3 +16,4 @@ services = build_services(Settings.from_env())
 app = create_app(resume_router, queue_router, services=services)
 engine = services.engine  # built (imports and all) during init, not on the first request
 services.models.prepare()  # the model client too
+container.init_done()  # what init built is kept out of the collector's way

@@ -5,6 +5,7 @@ The Lambda Web Adapter layer runs `run.sh`, which serves this ASGI app with uvic
 adapter turns each API Gateway request into an HTTP request and streams the response back.
 """
 
+from agents_core import container
 from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.web.app import create_app
@@ -14,3 +15,4 @@ services = build_services(Settings.from_env())
 app = create_app(turns_router, services=services)
 engine = services.engine  # built (imports and all) during init, not on the first request
 services.models.prepare()  # the model client too
+container.init_done()  # what init built is kept out of the collector's way

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from ..api.agents import AgentConfigCommon, Document, InferenceStep, ToolExecutionStep, Turn
@@ -143,3 +145,63 @@ def tool_spec(tool: ToolDef) -> ToolSpec:
 
 def _arguments_text(call: ToolCall) -> str:
     return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+
+
+class FinishedTurns:
+    """The chat messages of sessions' finished turns, as this container last sent them to a
+    model. The storage port hands a turn its session's history as stored messages (the same
+    objects while the store remembers the session); converting them all again at every turn
+    cost more than the rest of a long session's turn. Here only the messages not seen before
+    are converted, and each keeps its providers' encodings (`ChatMessage.memo`). Bounded, like
+    the store's memory, in sessions and in characters, least recently used first out."""
+
+    def __init__(self, max_sessions: int = 128, max_chars: int = 16 * 1024 * 1024) -> None:
+        self.max_sessions = max_sessions
+        self.max_chars = max_chars
+        self._sessions: OrderedDict[tuple[str, str], _Converted] = OrderedDict()
+        self._chars = 0
+
+    def messages(
+        self, tenant: str, session_id: str, history: list[dict[str, Any]]
+    ) -> list[ChatMessage]:
+        """`history` as ChatMessages of finished turns: those it shares (the same stored
+        objects, in the same places) with what the session had here last time, as they were."""
+        key = (tenant, session_id)
+        known = self._sessions.pop(key, None) or _Converted([], [], [])
+        self._chars -= known.chars
+        kept = 0
+        for before, now in zip(known.stored, history, strict=False):
+            if before is not now:
+                break
+            kept += 1
+        new = history[kept:]
+        converted = _Converted(
+            list(history),
+            known.messages[:kept] + [ChatMessage.from_dict(m, finished=True) for m in new],
+            known.sizes[:kept] + [_chars(m) for m in new],
+        )
+        if converted.chars * 2 <= self.max_chars:  # its text and, about as long, the encoding
+            self._sessions[key] = converted
+            self._chars += converted.chars
+            while len(self._sessions) > self.max_sessions or self._chars * 2 > self.max_chars:
+                _, oldest = self._sessions.popitem(last=False)
+                self._chars -= oldest.chars
+        return list(converted.messages)
+
+
+@dataclass
+class _Converted:
+    stored: list[dict[str, Any]]
+    messages: list[ChatMessage]
+    sizes: list[int]  # each message's `_chars`
+
+    def __post_init__(self) -> None:
+        self.chars = sum(self.sizes)
+
+
+def _chars(stored: dict[str, Any]) -> int:
+    """About how many characters a stored message holds (its content, images and documents)."""
+    size = len(stored.get("content") or "") + 64
+    size += sum(len(url) for url in stored.get("images") or ())
+    size += sum(len(d.get("data", "")) for d in stored.get("documents") or ())
+    return size

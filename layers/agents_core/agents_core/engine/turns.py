@@ -61,6 +61,7 @@ class TurnEngine:
         self.limits = limits
         self.tools = tools  # None: no server-side tools (toolgroups are refused)
         self.shields = shields  # None: no shields (agents naming some are refused)
+        self.finished_turns = convert.FinishedTurns()
 
     async def start_turn(
         self,
@@ -95,6 +96,7 @@ class TurnEngine:
             history = await self.storage.history(tenant, session_id, lock.previous_turn)
             loop = await self._loop(
                 tenant,
+                session_id,
                 agent.agent_config,
                 history,
                 convert.input_messages(body.messages, body.documents),
@@ -167,6 +169,7 @@ class TurnEngine:
             turn.output_message = _PENDING_OUTPUT
             loop = await self._loop(
                 tenant,
+                session_id,
                 agent.agent_config,
                 history,
                 convert.turn_messages(turn),
@@ -208,6 +211,7 @@ class TurnEngine:
     async def _loop(
         self,
         tenant: str,
+        session_id: str,
         config: AgentConfig,
         history: list[dict[str, Any]],
         current: list[ChatMessage],
@@ -238,7 +242,7 @@ class TurnEngine:
         system = _system_prompt(instructions, tool_config, tools)
         provider, model_id = self.models.resolve(config.model)
         messages = [ChatMessage("system", system)] if system else []
-        messages += [ChatMessage.from_dict(m) for m in history] + current
+        messages += self.finished_turns.messages(tenant, session_id, history) + current
         request = ChatRequest(
             model=model_id,
             messages=messages,

@@ -64,7 +64,7 @@ class OpenAICompatProvider:
         )
 
     def check(self, request: ChatRequest) -> None:
-        """What `_params` would refuse, without building the body (every message of the
+        """What `_fields` would refuse, without building the body (every message of the
         history) a second time."""
         _refuse_grammar(request)
 
@@ -72,7 +72,7 @@ class OpenAICompatProvider:
         return [event async for event in self.stream(request)]
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
-        body = json.dumps(self._params(request)).encode()
+        body = _body(request)
         model = request.model
         finish: Finish | None = None
         usage: Usage | None = None
@@ -135,60 +135,72 @@ class OpenAICompatProvider:
         finish.usage = usage
         yield finish
 
-    @staticmethod
-    def _params(request: ChatRequest) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "model": request.model,
-            "messages": [_message(m) for m in request.messages],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if request.tools:
-            params["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in request.tools
-            ]
-            choice = request.tool_choice
-            params["tool_choice"] = (
-                choice
-                if choice in ("auto", "required", "none")
-                else {"type": "function", "function": {"name": choice}}
-            )
-        sampling = request.sampling
-        if sampling is not None:
-            strategy = sampling.strategy
-            if isinstance(strategy, TopPSamplingStrategy):
-                params["temperature"] = strategy.temperature
-                params["top_p"] = strategy.top_p
-            elif isinstance(strategy, TopKSamplingStrategy):
-                params["top_k"] = strategy.top_k  # not OpenAI's; vLLM and others take it
-            else:
-                params["temperature"] = 0.0
-            if sampling.max_tokens:
-                params["max_tokens"] = sampling.max_tokens
-            if sampling.repetition_penalty not in (None, 1.0):
-                params["repetition_penalty"] = sampling.repetition_penalty
-            if sampling.stop:
-                params["stop"] = sampling.stop
-        params.update(_options(request))
-        _refuse_grammar(request)
-        fmt = request.response_format
-        if fmt is not None:
-            if fmt.json_schema:
-                params["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": "response", "schema": fmt.json_schema},
-                }
-            else:
-                params["response_format"] = {"type": "json_object"}
-        return {k: v for k, v in params.items() if v is not None}
+
+def _fields(request: ChatRequest) -> dict[str, Any]:
+    """The body's fields but its messages (`_body`)."""
+    params: dict[str, Any] = {
+        "model": request.model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        params["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in request.tools
+        ]
+        choice = request.tool_choice
+        params["tool_choice"] = (
+            choice
+            if choice in ("auto", "required", "none")
+            else {"type": "function", "function": {"name": choice}}
+        )
+    sampling = request.sampling
+    if sampling is not None:
+        strategy = sampling.strategy
+        if isinstance(strategy, TopPSamplingStrategy):
+            params["temperature"] = strategy.temperature
+            params["top_p"] = strategy.top_p
+        elif isinstance(strategy, TopKSamplingStrategy):
+            params["top_k"] = strategy.top_k  # not OpenAI's; vLLM and others take it
+        else:
+            params["temperature"] = 0.0
+        if sampling.max_tokens:
+            params["max_tokens"] = sampling.max_tokens
+        if sampling.repetition_penalty not in (None, 1.0):
+            params["repetition_penalty"] = sampling.repetition_penalty
+        if sampling.stop:
+            params["stop"] = sampling.stop
+    params.update(_options(request))
+    _refuse_grammar(request)
+    fmt = request.response_format
+    if fmt is not None:
+        if fmt.json_schema:
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": fmt.json_schema},
+            }
+        else:
+            params["response_format"] = {"type": "json_object"}
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _body(request: ChatRequest) -> bytes:
+    """The request's JSON: its messages (each finished turn's encoded once: a session's history
+    is sent again at every turn), then the other fields."""
+    messages = ", ".join(m.encoded_once("openai", _message_json) for m in request.messages)
+    rest = json.dumps(_fields(request))
+    return f'{{"messages": [{messages}], {rest[1:]}'.encode()
+
+
+def _message_json(message: ChatMessage) -> str:
+    return json.dumps(_message(message))
 
 
 def _refuse_grammar(request: ChatRequest) -> None:

@@ -6,7 +6,7 @@ its own wire format (OpenAI chat completions, Bedrock Converse, the offline mode
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -38,6 +38,10 @@ class ChatMessage:
     tool_call_id: str | None = None  # role "tool": the call this answers
     images: list[str] = field(default_factory=list)  # image URLs or data: URLs, after the text
     documents: list[ChatDocument] = field(default_factory=list)  # after the images
+    #: None for a message still being built. A dict for a message of a finished turn, which
+    #: never changes and is sent again with every later turn of its session: providers keep
+    #: their encoding of it there, by provider name (`encoded_once`).
+    memo: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form: role and content, and each other field that is set. Written out
@@ -59,9 +63,9 @@ class ChatMessage:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ChatMessage:
-        """A stored message back (every message of a session's history, at each turn's start:
-        its fields are set directly, without the generated __init__'s defaults)."""
+    def from_dict(cls, data: dict[str, Any], *, finished: bool = False) -> ChatMessage:
+        """A stored message back, its fields set directly (without the generated __init__'s
+        defaults); `finished`: a message of a finished turn, which gets a `memo`."""
         calls = data.get("tool_calls")
         documents = data.get("documents")
         message = cls.__new__(cls)
@@ -72,8 +76,17 @@ class ChatMessage:
             tool_call_id=data.get("tool_call_id"),
             images=data.get("images", []),
             documents=[ChatDocument(**d) for d in documents] if documents else [],
+            memo={} if finished else None,
         )
         return message
+
+    def encoded_once(self, provider: str, encode: Callable[[ChatMessage], Any]) -> Any:
+        """`encode(self)`; for a message of a finished turn, made once for each provider."""
+        if self.memo is None:
+            return encode(self)
+        if provider not in self.memo:
+            self.memo[provider] = encode(self)
+        return self.memo[provider]
 
 
 @dataclass

@@ -89,5 +89,15 @@ async def _live(
     task = asyncio.create_task(pump())
     _running.add(task)
     task.add_done_callback(_running.discard)
-    while (frame := await queue.get()) is not done:
-        yield encode_frame(frame).encode()
+    ending = False
+    while not ending:
+        # The frames produced since the last send go out together: a model that answers at
+        # once yields several per wakeup, and each send is a pass through the ASGI stack and
+        # a system call.
+        frames = [await queue.get()]
+        while not queue.empty():
+            frames.append(queue.get_nowait())
+        ending = frames[-1] is done
+        text = "".join(encode_frame(f) for f in frames if f is not done)
+        if text:
+            yield text.encode()
