@@ -69,7 +69,7 @@ def test_the_model_s_request_body_is_the_same_whether_its_messages_were_encoded_
     call = ChatToolCall("c1", "get_weather", '{"city": "Paris"}')
     messages = [
         ChatMessage("system", "Be brief."),
-        ChatMessage.from_dict({"role": "user", "content": "Weather? \u00e9\n\"q\""}, finished=True),
+        ChatMessage.from_dict({"role": "user", "content": 'Weather? \u00e9\n"q"'}, finished=True),
         ChatMessage.from_dict(ChatMessage("assistant", "", [call]).to_dict(), finished=True),
         ChatMessage("tool", "sunny", tool_call_id="c1"),
     ]
@@ -80,7 +80,7 @@ def test_the_model_s_request_body_is_the_same_whether_its_messages_were_encoded_
     assert first["model"] == "m" and first["stream"] is True
     assert first["messages"] == [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "Weather? \u00e9\n\"q\""},
+        {"role": "user", "content": 'Weather? \u00e9\n"q"'},
         {
             "role": "assistant",
             "content": None,
@@ -97,7 +97,9 @@ def test_the_model_s_request_body_is_the_same_whether_its_messages_were_encoded_
     assert set(messages[1].memo) == {"openai"} and messages[0].memo is None
 
 
-def test_turns_of_a_session_in_one_container_send_its_earlier_messages_converted_once(api, services):
+def test_turns_of_a_session_in_one_container_send_its_earlier_messages_converted_once(
+    api, services
+):
     """With the DynamoDB store, which remembers a warm container's sessions: each turn's
     messages are converted when the next turn first sends them, and reused after."""
     config = {"model": "offline", "instructions": "Be brief."}
