@@ -51,9 +51,8 @@ class _LiveStream(StreamingResponse):
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
-        async for chunk in self.body_iterator:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        async for chunk, last in self.body_iterator:  # (bytes, whether the stream ends there)
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
 
 
 def follow_response(frames: AsyncIterator[Frame]) -> StreamingResponse:
@@ -67,7 +66,9 @@ def follow_response(frames: AsyncIterator[Frame]) -> StreamingResponse:
 
 async def _live(
     frames: AsyncIterator[Frame], recorder: StreamRecorder | None, ended: Callable[[], bool]
-) -> AsyncIterator[bytes]:
+) -> AsyncIterator[tuple[bytes, bool]]:
+    """The frames' SSE text as they come, each piece with whether the stream ends with it (the
+    last frames and the end of the body go out in one send)."""
     queue: asyncio.Queue = asyncio.Queue()
     done = object()
 
@@ -99,5 +100,5 @@ async def _live(
             frames.append(queue.get_nowait())
         ending = frames[-1] is done
         text = "".join(encode_frame(f) for f in frames if f is not done)
-        if text:
-            yield text.encode()
+        if text or ending:
+            yield text.encode(), ending
