@@ -446,7 +446,13 @@ def test_a_streamed_turn_is_recorded_apart_from_the_session_read_and_deleted_wit
     assert event_items(dynamodb, pk) == []
 
 
-def test_a_paused_turn_and_its_resume_are_one_stream_numbered_on(dynamodb, model):
+@pytest.mark.parametrize("stored_by", ["this version", "a version that did not count events"])
+def test_a_paused_turn_and_its_resume_are_one_stream_numbered_on(
+    dynamodb, model, stored_by, monkeypatch
+):
+    """The resume numbers its events on from the count the paused turn's state keeps, without
+    reading the stored stream; a turn paused by an earlier version has no count, and its
+    stored stream's last event is read instead."""
     from agents_core.web.agents import router as agents_router
     from agents_core.web.app import create_app
     from agents_core.web.turns import resume_router, turns_router
@@ -455,6 +461,17 @@ def test_a_paused_turn_and_its_resume_are_one_stream_numbered_on(dynamodb, model
     from .turn_support import WEATHER_TOOL, new_session, turn_url
 
     model.reset()
+    if stored_by != "this version":
+        from agents_core.store import turn_items
+
+        counted = turn_items.state_json
+
+        def uncounted(state):
+            return json.dumps(
+                {k: v for k, v in json.loads(counted(state)).items() if k != "events"}
+            )
+
+        monkeypatch.setattr(turn_items, "state_json", uncounted)
     settings = Settings(table_name=TABLE, openai_base_url=model.url, **FAST)
     services = Services(settings, dynamodb=dynamodb)
     api = TestClient(create_app(agents_router, turns_router, resume_router, services=services))
@@ -471,8 +488,18 @@ def test_a_paused_turn_and_its_resume_are_one_stream_numbered_on(dynamodb, model
     call = turn["output_message"]["tool_calls"][0]
     tool = {"call_id": call["call_id"], "tool_name": "get_weather", "content": "25C"}
     resume = {"tool_responses": [tool], "stream": True}
+    log_reads = []
+
+    def read(params, **_):
+        values = json.dumps(params.get("ExpressionAttributeValues", {}))
+        if keys.EVENT_PREFIX in values:
+            log_reads.append(params)
+
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.Query", read)
     with api.stream("POST", f"{url}/{turn['turn_id']}/resume", json=resume) as resp:
         resumed = sse_events(resp.iter_lines())
+    dynamodb.meta.events.unregister("before-parameter-build.dynamodb.Query", read)
+    assert len(log_reads) == (0 if stored_by == "this version" else 1)
     both = paused + resumed
     assert [int(e["id"]) for e in both] == list(range(len(both)))
     with api.stream("GET", f"{url}/{turn['turn_id']}/stream") as resp:

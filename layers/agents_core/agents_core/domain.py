@@ -33,6 +33,9 @@ class TurnState:
     resume_token_hash: str | None = None
     #: The spans of the turn's runs so far (telemetry.spans.RunSpans, stored form).
     trace: list[dict[str, Any]] = field(default_factory=list)
+    #: Events of the turn's stream so far, across its runs: a resumed run numbers its events on
+    #: from here. None for a turn paused before this was kept: its stored stream is asked.
+    events: int | None = 0
 
     def resume_token_matches(self, token: str | None) -> bool:
         """Whether `token` is the one issued when this turn last paused."""

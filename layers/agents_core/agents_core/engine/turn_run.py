@@ -84,6 +84,9 @@ class TurnRun:
             provider=loop.provider.name,
             attributes={"gen_ai.agent.id": agent_id, "gen_ai.conversation.id": turn.session_id},
         )
+        #: The number of the run's first stream event (None: unknown, see TurnState.events).
+        self.first_event = state.events
+        self._yielded = 0  # events of this run's stream so far
         self._answer: InferenceStep | None = None  # the last reply, stored with the turn's end
         self._reverted = False  # back to awaiting input, as before this resume: nothing to tell
         self._resume_token: str | None = None  # issued at a pause, told only to the bus
@@ -116,6 +119,18 @@ class TurnRun:
     async def events(self) -> AsyncIterator[AgentTurnResponseStreamChunk | RunFailed]:
         """The turn's stream: turn_start, steps, then turn_complete / turn_awaiting_input, or a
         RunFailed as the last item."""
+        async for item in self._items():
+            self._yielded += 1
+            yield item
+
+    def _events_after_next(self) -> int | None:
+        """The count of the turn's stream events once the next one is sent (the one a pause
+        or a failure ends this run with), as the turn's state keeps it."""
+        if self.first_event is None:
+            return None
+        return self.first_event + self._yielded + 1
+
+    async def _items(self) -> AsyncIterator[AgentTurnResponseStreamChunk | RunFailed]:
         yield _chunk(AgentTurnResponseTurnStartPayload(turn_id=self.turn.turn_id))
         lease = asyncio.create_task(self._keep_lease())
         try:
@@ -228,6 +243,7 @@ class TurnRun:
 
     async def _end(self, status: str, **stored: Any) -> None:
         self.state.status = status
+        self.state.events = self._events_after_next()
         self.state.iterations = self.loop.iterations
         self.state.tool_calls = self.loop.tool_calls
         self.state.trace = self.trace.end("error" if status == FAILED else None)
@@ -284,6 +300,7 @@ class TurnRun:
                 await self._park()
                 return RunFailed(status, message, retry=True, turn_id=turn_id)
             paused_turn, paused_state = self.revert_to
+            paused_state.events = self._events_after_next()  # this run's events were sent
             await self.storage.revert(self.lock, paused_turn, paused_state, self.written_steps)
             self.turn, self.state, self._reverted = paused_turn, paused_state, True
             return RunFailed(status, message, retry=True, turn_id=turn_id)

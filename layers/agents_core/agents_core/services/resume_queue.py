@@ -121,7 +121,7 @@ class ResumeQueueWorker:
             raise _poison(log, err) from err
         except (NotFound, InvalidRequest) as err:
             raise _poison(log, err) from err
-        recorder, observe = await self._recorder(tenant, request, log)
+        recorder, observe = await self._recorder(tenant, request, run.first_event, log)
         try:
             turn = await run.result(observe)
         except RunFailed as failed:
@@ -149,18 +149,21 @@ class ResumeQueueWorker:
         metrics.count("ResumeMessagesApplied")
 
     async def _recorder(
-        self, tenant: str, request: AgentTurnResumeRequest, log: dict[str, Any]
+        self, tenant: str, request: AgentTurnResumeRequest, start: int | None, log: dict[str, Any]
     ) -> tuple[Any, Any]:
         """The turn's stream goes on here, recorded for its followers (the turn's rejoin
-        route), numbered after its last stored event; (None, None) when that cannot be read."""
+        route), numbered from `start`, the turn's count of events so far; when that is unknown
+        (a turn paused before it was counted), after its last stored event. (None, None) when
+        that cannot be read."""
         from .streams import StreamKey, turn_frame
 
         key = StreamKey.turn(request.session_id, request.turn_id)
-        try:
-            start = await self.services.streams.last_sequence(tenant, key) + 1
-        except Exception:
-            logger.exception("turn stream's last event not read", extra=log)
-            return None, None
+        if start is None:
+            try:
+                start = await self.services.streams.last_sequence(tenant, key) + 1
+            except Exception:
+                logger.exception("turn stream's last event not read", extra=log)
+                return None, None
         recorder = self.services.streams.recorder(tenant, key)
         seq = iter(range(start, start + 1_000_000))
 

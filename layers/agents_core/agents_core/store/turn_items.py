@@ -44,6 +44,7 @@ def state_json(state: TurnState) -> str:
             "pending_calls": _calls_adapter().dump_python(state.pending_calls, mode="json"),
             "error": state.error,
             "resume_token_hash": state.resume_token_hash,
+            "events": state.events,
         }
     )
 
@@ -58,6 +59,7 @@ def state_from_json(status: str, text: str, trace: str | None = None) -> TurnSta
         pending_calls=_calls_adapter().validate_python(data["pending_calls"]),
         error=data.get("error"),
         resume_token_hash=data.get("resume_token_hash"),
+        events=data.get("events"),  # None: stored before it was counted
         trace=json.loads(trace) if trace else [],
     )
 

@@ -72,29 +72,20 @@ async def resume_turn(
     svc: Svc,
     provider_data: Provider,
 ) -> Response:
-    # A resumed turn's stream goes on with the turn's numbering: read while the engine starts.
-    stream = StreamKey.turn(session_id, turn_id)
-    last = asyncio.ensure_future(svc.streams.last_sequence(tenant, stream)) if body.stream else None
-    try:
-        run = await svc.engine.resume_turn(
-            tenant,
-            agent_id,
-            session_id,
-            turn_id,
-            body.tool_responses,
-            bool(body.stream),
-            provider_data=provider_data,
-        )
-    except BaseException:
-        if last is not None:
-            last.cancel()
-            if last.done() and not last.cancelled():
-                last.exception()  # retrieved: the resume's own error is the one to answer
-        raise
-    start: int | None = 0
-    if last is not None:
+    run = await svc.engine.resume_turn(
+        tenant,
+        agent_id,
+        session_id,
+        turn_id,
+        body.tool_responses,
+        bool(body.stream),
+        provider_data=provider_data,
+    )
+    # A resumed turn's stream goes on with the turn's numbering.
+    start: int | None = run.first_event
+    if body.stream and start is None:  # paused before its state counted its events
         try:
-            start = await last + 1
+            start = await svc.streams.last_sequence(tenant, StreamKey.turn(session_id, turn_id)) + 1
         except Exception:  # the turn runs and streams all the same, unrecorded
             logger.exception("turn stream's last event not read", extra={"turn_id": turn_id})
             start = None
