@@ -740,6 +740,28 @@ def test_packed_frames_read_back_exactly_whatever_their_text_and_numbers():
         assert _unpack(_pack(frames)) == frames
 
 
+def test_the_text_two_frames_share_at_either_end_is_found_exactly():
+    from agents_core.store.stream_events import _shared_prefix, _shared_suffix
+
+    def by_character(a: str, b: str, limit: int, step: int) -> int:
+        n, i = 0, 0 if step == 1 else -1
+        while n < limit and a[i] == b[i]:
+            n, i = n + 1, i + step
+        return n
+
+    rng = random.Random(7)
+    for _ in range(5_000):
+        common = "".join(rng.choice("ab\u00e9") for _ in range(rng.randint(0, 40)))
+        a = common + "".join(rng.choice("ab") for _ in range(rng.randint(0, 9)))
+        b = common + "".join(rng.choice("ab") for _ in range(rng.randint(0, 9)))
+        if rng.random() < 0.5:
+            a, b = a[::-1], b[::-1]
+        limit = min(len(a), len(b))
+        prefix = _shared_prefix(a, b, limit)
+        assert prefix == by_character(a, b, limit, 1), (a, b)
+        assert _shared_suffix(a, b, limit - prefix) == by_character(a, b, limit - prefix, -1)
+
+
 def test_a_streamed_answers_deltas_pack_into_a_fraction_of_a_write_unit():
     words = " ".join(random.Random(2).choice(["agents", "run", "on", "lambda"]) for _ in range(250))
     deltas = [words[i : i + 4] for i in range(0, 1000, 4)]

@@ -308,6 +308,32 @@ _SEQ_MARK = "\x00"
 _SEQ_FIELD = '"sequence_number":'
 
 
+def _shared_prefix(a: str, b: str, limit: int) -> int:
+    """How many first characters (at most `limit`) `a` and `b` share: halving the span with
+    slices compared in C, not character by character (a Responses frame holds the whole
+    response, a kilobyte or more)."""
+    low, high = 0, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _shared_suffix(a: str, b: str, limit: int) -> int:
+    """How many last characters (at most `limit`) `a` and `b` share."""
+    low, high = 0, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle : len(a) - low] == b[len(b) - middle : len(b) - low]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def _pack(frames: list[Frame]) -> bytes:
     """Frames as one compressed attribute, each told by what differs from the frame before it:
     a delta repeats its envelope and differs in a few characters of text (DynamoDB bills writes
@@ -323,13 +349,8 @@ def _pack(frames: list[Frame]) -> bytes:
         marked = _SEQ_MARK not in data and number in data
         if marked:
             data = data.replace(number, _SEQ_FIELD + _SEQ_MARK, 1)
-        limit = min(len(data), len(before))
-        prefix = 0
-        while prefix < limit and data[prefix] == before[prefix]:
-            prefix += 1
-        suffix = 0
-        while suffix < limit - prefix and data[-1 - suffix] == before[-1 - suffix]:
-            suffix += 1
+        prefix = _shared_prefix(data, before, min(len(data), len(before)))
+        suffix = _shared_suffix(data, before, min(len(data), len(before)) - prefix)
         named = 0 if frame.event == event and packed else frame.event
         rest = data[prefix : len(data) - suffix]
         packed.append([frame.seq - seq, named, prefix, suffix, rest, int(marked)])
