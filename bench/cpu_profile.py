@@ -8,7 +8,7 @@ by N. `--profile DIR` then records each server with py-spy (raw collapsed stacks
 function, samples taken while a thread holds the GIL) over another N runs, not measured: py-spy
 stops the process for each sample, which doubles the CPU it uses. `--compare DIR`
 measures another checkout (its functions/ and layers/; e.g. `git archive HEAD~1 | tar -x -C
-DIR`) in the same run, over the same peers, first.
+DIR`) in the same run, over the same peers, in alternating batches of runs (`measure`).
 
     .venv/bin/python bench/cpu_profile.py [--runs 40] [--profile /tmp/prof] [--compare /tmp/old]
 """
@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
@@ -131,14 +132,49 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="sessions of --runs turns each")
     parser.add_argument("--profile", type=Path, default=None)
     parser.add_argument(
-        "--compare", type=Path, default=None, help="another checkout, measured first"
+        "--compare", type=Path, default=None, help="another checkout, measured alongside"
     )
     args = parser.parse_args()
-    with moto_and_model() as (aws_endpoint, model_url):
-        for root in (args.compare, ROOT):
-            if root is not None:
-                print(f"{root}:")
-                run(args, root, aws_endpoint, model_url)
+    roots = [root for root in (args.compare, ROOT) if root is not None]
+    with moto_and_model() as (aws_endpoint, model_url), ExitStack() as stack:
+        benches = [Bench(args, root, aws_endpoint, model_url, stack) for root in roots]
+        meters = measure(args, benches)
+        n = args.runs * args.repeat
+        for bench, (turns, responses, resumes) in zip(benches, meters, strict=True):
+            print(f"{bench.root}:")
+            print(f"CPU of the server process per run (ms; {n} runs each; utime+stime / schedstat)")
+            for label, meter in (
+                ("streamed turn (one session)", turns),
+                ("streamed response", responses),
+                ("resume (one session)", resumes),
+            ):
+                print(f"  {label:<30} {meter.ticks / n * 1000:6.2f}  {meter.sched / n * 1000:6.2f}")
+        if args.profile:
+            for bench in benches:
+                bench.profile(args.profile / bench.root.name)
+
+
+#: Runs each checkout makes before the other's turn, when two are compared.
+BATCH = 10
+
+
+def measure(args: argparse.Namespace, benches: list[Bench]) -> list[tuple[Meter, Meter, Meter]]:
+    """Each kind of run, measured on each checkout in alternating batches of BATCH runs: a
+    drift in the machine's speed (other tenants, a warmer cache) meets both alike. Measured
+    one after the other, the same code has differed by half a millisecond a turn."""
+    meters = []
+    for bench in benches:
+        meters.append(tuple(Meter(bench.pids[name]) for name in ("turns", "responses", "resume")))
+    for kind in range(3):
+        runs = [bench.runs(kind, meter[kind]) for bench, meter in zip(benches, meters, strict=True)]
+        left = args.runs * args.repeat
+        while left:
+            step = min(BATCH, left)
+            for each in runs:
+                for _ in range(step):
+                    next(each)
+            left -= step
+    return meters
 
 
 def prepare_aws(env: dict[str, str]) -> None:
@@ -157,137 +193,123 @@ def prepare_aws(env: dict[str, str]) -> None:
     ensure_event_bus(aws.client("events"), settings.event_bus_name)
 
 
-def run(args: argparse.Namespace, root: Path, aws_endpoint: str, model_url: str) -> None:
-    import httpx
+class Bench:
+    """One checkout's functions, served, warmed and driven: `runs(kind, meter)` yields after
+    each measured run of a kind (0 turns, 1 responses, 2 resumes)."""
 
-    env = {
-        **os.environ,
-        "OPENAI_BASE_URL": model_url,
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "AWS_ENDPOINT_URL": aws_endpoint,
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "TURN_LEASE_SECONDS": "60",
-    }
-    prepare_aws(env)
-    http = httpx.Client(timeout=30)
-    n = args.runs
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        root: Path,
+        aws_endpoint: str,
+        model_url: str,
+        stack: ExitStack,
+    ) -> None:
+        import httpx
 
-    def metered(name: str, pid: int, runs) -> Meter:
-        """`runs(meter)` measured, then (with --profile) run again under py-spy."""
-        meter = Meter(pid)
-        runs(meter)
-        if args.profile:
-            meter.counting = False
-            with profiled(pid, args.profile / root.name / f"{name}.txt"):
-                runs(meter)
-        return meter
-
-    with ExitStack() as stack:
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": model_url,
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "AWS_ENDPOINT_URL": aws_endpoint,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "TURN_LEASE_SECONDS": "60",
+        }
+        prepare_aws(env)
+        self.args, self.root, self.model_url = args, root, model_url
+        self.http = httpx.Client(timeout=30)
         servers = {
             name: stack.enter_context(function_server(root, name, env))
             for name in ("agents", "turns", "resume", "responses")
         }
-        agents_url = servers["agents"][0] + "/v1/agents"
-        weather = {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": [
-                {
-                    "name": "city",
-                    "parameter_type": "string",
-                    "description": "City",
-                    "required": True,
-                }
-            ],
+        self.urls = {name: url for name, (url, _) in servers.items()}
+        self.pids = {name: pid for name, (_, pid) in servers.items()}
+        warm = self.session()
+        for i in range(5):
+            self.turn(*warm, f"warm {i}")
+            self.response(f"warm {i}")
+        tools = self.session(client_tools=[WEATHER])
+        for _ in range(5):
+            self.resume(*tools, *self.paused(*tools))
+
+    def session(self, **extra) -> tuple[str, str]:
+        agents_url = self.urls["agents"] + "/v1/agents"
+        config = {"model": "bench", "instructions": "Be brief.", **extra}
+        agent = self.http.post(agents_url, json={"agent_config": config}).json()["agent_id"]
+        made = self.http.post(f"{agents_url}/{agent}/session", json={"session_name": "b"})
+        return agent, made.json()["session_id"]
+
+    def turn(self, agent: str, session_id: str, text: str) -> None:
+        body = {"messages": [{"role": "user", "content": text}], "stream": True}
+        url = f"{self.urls['turns']}/v1/agents/{agent}/session/{session_id}/turn"
+        streamed(self.http, url, body, '"turn_complete"')
+
+    def response(self, text: str) -> None:
+        body = {"model": "bench", "input": text, "stream": True}
+        url = f"{self.urls['responses']}/v1/openai/v1/responses"
+        streamed(self.http, url, body, "response.completed")
+
+    def paused(self, agent: str, session_id: str) -> tuple[str, dict]:
+        """A turn paused on a client tool call, and the call's result to resume it with."""
+        self.http.post(
+            f"{self.model_url}/_replies", json={"tool_calls": [["get_weather", '{"city": "P"}']]}
+        ).raise_for_status()
+        body = {"messages": [{"role": "user", "content": "weather?"}]}
+        url = f"{self.urls['turns']}/v1/agents/{agent}/session/{session_id}/turn"
+        made = self.http.post(url, json=body).json()
+        call = made["output_message"]["tool_calls"][0]
+        return made["turn_id"], {
+            "call_id": call["call_id"],
+            "tool_name": "get_weather",
+            "content": "sunny",
         }
 
-        def session(**extra) -> tuple[str, str]:
-            config = {"model": "bench", "instructions": "Be brief.", **extra}
-            agent = http.post(agents_url, json={"agent_config": config}).json()["agent_id"]
-            made = http.post(f"{agents_url}/{agent}/session", json={"session_name": "b"})
-            return agent, made.json()["session_id"]
+    def resume(self, agent: str, session_id: str, turn_id: str, result: dict) -> None:
+        url = f"{self.urls['resume']}/v1/agents/{agent}/session/{session_id}/turn/{turn_id}"
+        body = {"tool_responses": [result], "stream": True}
+        streamed(self.http, f"{url}/resume", body, '"turn_complete"')
 
-        turns_url, turns_pid = servers["turns"]
-
-        def turn(agent: str, session_id: str, text: str) -> None:
-            body = {"messages": [{"role": "user", "content": text}], "stream": True}
-            url = f"{turns_url}/v1/agents/{agent}/session/{session_id}/turn"
-            streamed(http, url, body, '"turn_complete"')
-
-        warm = session()
-        for i in range(5):
-            turn(*warm, f"warm {i}")
-
-        def turn_runs(meter: Meter) -> None:
-            for _ in range(args.repeat):
-                agent, session_id = session()
-                for i in range(n):
-                    with meter.measure():
-                        turn(agent, session_id, f"question {i}")
-
-        turns = metered("turns", turns_pid, turn_runs)
-
-        responses_url, responses_pid = servers["responses"]
-
-        def response(text: str) -> None:
-            body = {"model": "bench", "input": text, "stream": True}
-            streamed(http, f"{responses_url}/v1/openai/v1/responses", body, "response.completed")
-
-        for i in range(5):
-            response(f"warm {i}")
-
-        def response_runs(meter: Meter) -> None:
-            for i in range(n * args.repeat):
+    def runs(self, kind: int, meter: Meter) -> Iterator[None]:
+        """Runs of `kind`, each measured by `meter`: turns and resumes in sessions of --runs
+        (a session's history grows with them), --repeat sessions."""
+        n, repeat = self.args.runs, self.args.repeat
+        if kind == 1:
+            for i in range(n * repeat):
                 with meter.measure():
-                    response(f"question {i}")
-
-        responses = metered("responses", responses_pid, response_runs)
-
-        resume_url, resume_pid = servers["resume"]
-
-        def paused(agent: str, session_id: str) -> tuple[str, dict]:
-            http.post(
-                f"{model_url}/_replies", json={"tool_calls": [["get_weather", '{"city": "P"}']]}
-            ).raise_for_status()
-            body = {"messages": [{"role": "user", "content": "weather?"}]}
-            url = f"{turns_url}/v1/agents/{agent}/session/{session_id}/turn"
-            made = http.post(url, json=body).json()
-            call = made["output_message"]["tool_calls"][0]
-            return made["turn_id"], {
-                "call_id": call["call_id"],
-                "tool_name": "get_weather",
-                "content": "sunny",
-            }
-
-        def resume(agent: str, session_id: str, turn_id: str, result: dict) -> None:
-            url = f"{resume_url}/v1/agents/{agent}/session/{session_id}/turn/{turn_id}/resume"
-            body = {"tool_responses": [result], "stream": True}
-            streamed(http, url, body, '"turn_complete"')
-
-        tool_session = session(client_tools=[weather])
-        for _ in range(5):
-            resume(*tool_session, *paused(*tool_session))
-
-        def resume_runs(meter: Meter) -> None:
-            for _ in range(args.repeat):
-                tool_session = session(client_tools=[weather])
-                for _ in range(n):
-                    waiting = paused(*tool_session)
+                    self.response(f"question {i}")
+                yield
+            return
+        for _ in range(repeat):
+            session = self.session(client_tools=[WEATHER]) if kind == 2 else self.session()
+            for i in range(n):
+                if kind == 0:
                     with meter.measure():
-                        resume(*tool_session, *waiting)
+                        self.turn(*session, f"question {i}")
+                else:
+                    waiting = self.paused(*session)
+                    with meter.measure():
+                        self.resume(*session, *waiting)
+                yield
 
-        resumes = metered("resume", resume_pid, resume_runs)
+    def profile(self, out: Path) -> None:
+        """Each function recorded by py-spy over --runs runs of its kind, not measured."""
+        for kind, name in enumerate(("turns", "responses", "resume")):
+            meter = Meter(self.pids[name])
+            meter.counting = False
+            with profiled(self.pids[name], out / f"{name}.txt"):
+                for _ in self.runs(kind, meter):
+                    pass
 
-    n *= args.repeat
-    print(f"CPU of the server process per run (ms; {n} runs each; utime+stime / schedstat)")
-    for label, meter in (
-        ("streamed turn (one session)", turns),
-        ("streamed response", responses),
-        ("resume (one session)", resumes),
-    ):
-        print(f"  {label:<30} {meter.ticks / n * 1000:6.2f}  {meter.sched / n * 1000:6.2f}")
+
+WEATHER = {
+    "name": "get_weather",
+    "description": "Current weather in a city",
+    "parameters": [
+        {"name": "city", "parameter_type": "string", "description": "City", "required": True}
+    ],
+}
 
 
 if __name__ == "__main__":
