@@ -78,6 +78,10 @@ def test_raw_stream_events_in_order(client, model):
     assert [e.sequence_number for e in events] == list(range(len(events)))
     deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert deltas == events[-1].response.output_text == "one two three"
+    # The response as each event showed it then: nothing of what came later.
+    assert [e.response.output for e in events[:2]] == [[], []]
+    assert [e.response.status for e in events[:2]] == ["in_progress", "in_progress"]
+    assert events[-1].response.status == "completed" and events[-1].response.usage is not None
 
 
 def test_stream_helper_returns_the_final_response(client, model):
@@ -329,3 +333,30 @@ def test_openai_routes_answer_errors_in_openais_envelope_for_its_sdk(base):
         assert missing.value.type == "invalid_request_error" and missing.value.message
     agents = httpx.get(f"{base}/v1/agents/missing")  # Llama Stack's route: its shape
     assert agents.status_code == 404 and set(agents.json()) == {"detail"}
+
+
+def test_a_response_shown_in_an_event_keeps_its_output_as_it_was_then():
+    """`OutputWriter.public()` takes the response's fields without validating them again; the
+    output list goes on growing in the running response, not in what an event showed."""
+    import time
+
+    from agents_core.api.responses import OpenAIResponseObject, OpenAIResponseObjectWithInput
+    from agents_core.engine.responses.output import OutputWriter
+
+    running = OpenAIResponseObjectWithInput(
+        id="resp_1",
+        created_at=int(time.time()),
+        model="m",
+        status="in_progress",
+        output=[],
+        input=[{"role": "user", "content": "hi", "type": "message"}],
+        parallel_tool_calls=True,
+    )
+    writer = OutputWriter(running, [], {}, [], None)
+    shown = writer.public()
+    running.output.append(running.input[0])
+    running.status = "completed"
+    assert type(shown) is OpenAIResponseObject
+    assert shown.output == [] and shown.status == "in_progress"
+    expected = running.model_dump(exclude={"input"}) | {"output": [], "status": "in_progress"}
+    assert shown.model_dump() == expected

@@ -138,9 +138,12 @@ class OutputWriter:
         return self.response.output.index(item)
 
     def public(self) -> OpenAIResponseObject:
-        """The response as a client sees it (without its input)."""
-        data = self.response.model_dump(exclude={"input"})
-        return OpenAIResponseObject.model_validate(data)
+        """The response as a client sees it (without its input): its fields as they are now,
+        already valid, not dumped and validated again (about 20 us a call, three a response);
+        the output list is copied, as the response goes on adding to it."""
+        fields = {name: getattr(self.response, name) for name in OpenAIResponseObject.model_fields}
+        fields["output"] = list(self.response.output)
+        return OpenAIResponseObject.model_construct(**fields)
 
     def add(self, item: Any) -> StreamEvent:
         """A new item at the end of the output, announced as it is now."""
