@@ -115,3 +115,25 @@ def test_turns_of_a_session_in_one_container_send_its_earlier_messages_converted
     assert [m.content for m in seen[2][:2]] == ["q 0", seen[1][1].content]
     assert seen[2][0] is seen[1][0] and seen[2][1] is seen[1][1]  # the first turn's, once
     assert len(seen[2]) == 4
+
+
+def test_threads_converting_at_once_keep_the_bounds_accounted():
+    """`make run`'s queue pollers run the engine on loops of their own threads."""
+    import threading
+
+    finished = FinishedTurns(max_sessions=8, max_chars=40_000)
+    histories = {s: [m for i in range(20) for m in stored_turn(i)] for s in range(16)}
+
+    def convert(offset: int) -> None:
+        for round_ in range(200):
+            session = (round_ + offset) % 16
+            finished.messages("t", str(session), histories[session])
+
+    threads = [threading.Thread(target=convert, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(finished._sessions) <= 8
+    assert finished._chars == sum(c.chars for c in finished._sessions.values())
+    assert finished._chars * 2 <= finished.max_chars

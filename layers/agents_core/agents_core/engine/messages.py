@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -153,20 +154,25 @@ class FinishedTurns:
     objects while the store remembers the session); converting them all again at every turn
     cost more than the rest of a long session's turn. Here only the messages not seen before
     are converted, and each keeps its providers' encodings (`ChatMessage.memo`). Bounded, like
-    the store's memory, in sessions and in characters, least recently used first out."""
+    the store's memory, in sessions and in characters, least recently used first out. Locked:
+    `make run`'s queue pollers run the engine on event loops of their own threads."""
 
     def __init__(self, max_sessions: int = 128, max_chars: int = 16 * 1024 * 1024) -> None:
         self.max_sessions = max_sessions
         self.max_chars = max_chars
         self._sessions: OrderedDict[tuple[str, str], _Converted] = OrderedDict()
         self._chars = 0
+        self._lock = threading.Lock()
 
     def messages(
         self, tenant: str, session_id: str, history: list[dict[str, Any]]
     ) -> list[ChatMessage]:
         """`history` as ChatMessages of finished turns: those it shares (the same stored
         objects, in the same places) with what the session had here last time, as they were."""
-        key = (tenant, session_id)
+        with self._lock:
+            return self._messages((tenant, session_id), history)
+
+    def _messages(self, key: tuple[str, str], history: list[dict[str, Any]]) -> list[ChatMessage]:
         known = self._sessions.pop(key, None) or _Converted([], [], [])
         self._chars -= known.chars
         kept = 0
@@ -184,7 +190,7 @@ class FinishedTurns:
             self._sessions[key] = converted
             self._chars += converted.chars
             while len(self._sessions) > self.max_sessions or self._chars * 2 > self.max_chars:
-                _, oldest = self._sessions.popitem(last=False)
+                _, oldest = self._sessions.popitem(last=False)  # the one just put is last
                 self._chars -= oldest.chars
         return list(converted.messages)
 
