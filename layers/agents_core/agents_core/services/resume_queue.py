@@ -158,12 +158,9 @@ class ResumeQueueWorker:
         from .streams import StreamKey, turn_frame
 
         key = StreamKey.turn(request.session_id, request.turn_id)
+        start = await self.services.streams.continues_at(tenant, key, start, log)
         if start is None:
-            try:
-                start = await self.services.streams.last_sequence(tenant, key) + 1
-            except Exception:
-                logger.exception("turn stream's last event not read", extra=log)
-                return None, None
+            return None, None
         recorder = self.services.streams.recorder(tenant, key)
         seq = iter(range(start, start + 1_000_000))
 

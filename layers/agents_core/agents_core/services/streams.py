@@ -108,6 +108,21 @@ class StreamLog:
         """The highest sequence number stored; -1 when nothing is."""
         return await blocking.run(self.store.last_sequence, stream.where(tenant))
 
+    async def continues_at(
+        self, tenant: str, stream: StreamKey, counted: int | None, log: dict[str, Any]
+    ) -> int | None:
+        """The number of the next event of a stream that goes on in a new run: `counted`, the
+        events its owner counted so far, when known (a paused turn's state keeps them); else
+        the one after the last stored. None when that cannot be read: the run goes on and
+        streams all the same, unrecorded."""
+        if counted is not None:
+            return counted
+        try:
+            return await self.last_sequence(tenant, stream) + 1
+        except Exception:
+            logger.exception("stream's last event not read", extra=log)
+            return None
+
     async def follow(
         self,
         tenant: str,

@@ -21,7 +21,6 @@ from ..api.traces import Trace
 from ..domain import AWAITING_INPUT, RUNNING
 from ..engine.turn_run import TurnRun
 from ..errors import InvalidRequest, NotFound
-from ..log import logger
 from ..services import Services
 from ..services.streams import Frame, StreamKey, turn_frame
 from .common import (
@@ -81,14 +80,11 @@ async def resume_turn(
         bool(body.stream),
         provider_data=provider_data,
     )
+    if not body.stream:
+        return await _answer(run, svc)
     # A resumed turn's stream goes on with the turn's numbering.
-    start: int | None = run.first_event
-    if body.stream and start is None:  # paused before its state counted its events
-        try:
-            start = await svc.streams.last_sequence(tenant, StreamKey.turn(session_id, turn_id)) + 1
-        except Exception:  # the turn runs and streams all the same, unrecorded
-            logger.exception("turn stream's last event not read", extra={"turn_id": turn_id})
-            start = None
+    stream = StreamKey.turn(session_id, turn_id)
+    start = await svc.streams.continues_at(tenant, stream, run.first_event, {"turn_id": turn_id})
     return await _answer(run, svc, start)
 
 
