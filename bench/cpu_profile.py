@@ -1,6 +1,7 @@
 """CPU per streamed turn, per streamed response and per resume of the server process, each
-function run as its run.sh runs it (`python -m uvicorn app:app` in functions/<name>), over a
-moto server and the scripted model in processes of their own (peers.py).
+function run as its run.sh runs it (the command it execs, in functions/<name>), over a moto
+server and the scripted model in processes of their own (peers.py); and each server's CPU while
+it idles (its main loop's wake-ups), which a Lambda spends through every wait on the model.
 
 Each figure is the server's utime + stime (and, finer, the on-CPU time of its threads from
 /proc/<pid>/task/*/schedstat) over N runs driven over one kept-alive HTTP connection, divided
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -45,14 +46,12 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
 
 @contextmanager
 def function_server(root: Path, name: str, env: dict[str, str], preexec_fn=None):
-    """The function's app under uvicorn, as its run.sh starts it; yields (base URL, pid).
-    `preexec_fn` runs in the child before uvicorn (lambda_share.py: joining a cgroup)."""
+    """The function's app served as its run.sh serves it; yields (base URL, pid). `preexec_fn`
+    runs in the child before the server (lambda_share.py: joining a cgroup)."""
     port = free_port()
     env = {**env, "PYTHONPATH": str(root / "layers" / "agents_core")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app:app", "--host", "127.0.0.1", "--port", str(port)]
-        + ["--http", http_parser(root, name), "--no-access-log", "--timeout-keep-alive", "300"]
-        + ["--log-level", "warning"],
+        run_sh_command(root, name, port) + ["--log-level", "warning"],
         cwd=root / "functions" / name,
         env=env,
         preexec_fn=preexec_fn,
@@ -65,13 +64,19 @@ def function_server(root: Path, name: str, env: dict[str, str], preexec_fn=None)
         proc.wait(timeout=10)
 
 
-def http_parser(root: Path, name: str) -> str:
-    """The HTTP implementation the function's run.sh gives uvicorn; h11 where it names none
-    (a checkout from before the layer shipped httptools), whatever this virtualenv has."""
+def run_sh_command(root: Path, name: str, port: int) -> list[str]:
+    """The command the function's run.sh execs (this interpreter for its `python`, `port` for
+    its $PORT), so another checkout is served as it would be. Before run.sh named an HTTP
+    parser, uvicorn took h11 (whatever this virtualenv has). A function Lambda runs without
+    run.sh (the agents function, here only setting up) is served by plain uvicorn."""
     run_sh = root / "functions" / name / "run.sh"
-    script = run_sh.read_text() if run_sh.exists() else ""
-    named = re.search(r"--http (\S+)", script)
-    return named.group(1) if named else "h11"
+    line = "exec python -m uvicorn app:app --host 127.0.0.1 --port ${PORT:-8080}"
+    if run_sh.exists():
+        line = next(x for x in run_sh.read_text().splitlines() if x.startswith("exec python "))
+    words = [str(port) if word == "${PORT:-8080}" else word for word in shlex.split(line)[2:]]
+    if "--http" not in words:
+        words += ["--http", "h11"]
+    return [sys.executable, *words]
 
 
 @contextmanager
@@ -134,14 +139,18 @@ def main() -> None:
     parser.add_argument(
         "--compare", type=Path, default=None, help="another checkout, measured alongside"
     )
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds idle, measured")
     args = parser.parse_args()
     roots = [root for root in (args.compare, ROOT) if root is not None]
     with moto_and_model() as (aws_endpoint, model_url), ExitStack() as stack:
         benches = [Bench(args, root, aws_endpoint, model_url, stack) for root in roots]
+        idle = idle_rates(benches, args.idle)
         meters = measure(args, benches)
         n = args.runs * args.repeat
-        for bench, (turns, responses, resumes) in zip(benches, meters, strict=True):
+        for bench, (turns, responses, resumes), rates in zip(benches, meters, idle, strict=True):
             print(f"{bench.root}:")
+            each = ", ".join(f"{name} {rate * 1000:.2f}" for name, rate in rates.items())
+            print(f"CPU of each server while idle (ms per second; {args.idle:g} s): {each}")
             print(f"CPU of the server process per run (ms; {n} runs each; utime+stime / schedstat)")
             for label, meter in (
                 ("streamed turn (one session)", turns),
@@ -152,6 +161,17 @@ def main() -> None:
         if args.profile:
             for bench in benches:
                 bench.profile(args.profile / bench.root.name)
+
+
+def idle_rates(benches: list[Bench], seconds: float) -> list[dict[str, float]]:
+    """Each bench's servers' CPU seconds per second over `seconds` of idling, all at once."""
+    time.sleep(0.5)  # the last run's lifecycle event
+    before = [{name: cpu_seconds(pid)[1] for name, pid in b.pids.items()} for b in benches]
+    time.sleep(seconds)
+    return [
+        {name: (cpu_seconds(pid)[1] - was[name]) / seconds for name, pid in b.pids.items()}
+        for b, was in zip(benches, before, strict=True)
+    ]
 
 
 #: Runs each checkout makes before the other's turn, when two are compared.

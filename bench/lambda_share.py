@@ -22,7 +22,7 @@ with AWS and the model as fast as here; share over full core is what the memory 
 latency. SnapStart takes cold init off the request path, not the per-request figures. Without a
 writable cgroup it says so in one line and prints the full-core figures only.
 
-    .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2]
+    .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--paced] [--period-ms 100]
 """
 
 from __future__ import annotations
@@ -44,12 +44,36 @@ from cpu_profile import function_server, prepare_aws
 from peers import moto_and_model, use_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
+#: CFS period of the cgroups (`--period-ms`). Lambda's own is not published: a run whose CPU
+#: outlasts its period's quota waits out the rest of the period, so the period sets how long.
 PERIOD_US = 100_000
 FULL_VCPU_MB = 1769  # Lambda gives a function one vCPU's worth at 1769 MB, in proportion below
 CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
 CGROUP_V2 = Path("/sys/fs/cgroup")
 #: The client tool a resumed turn pauses on (the scripted model is told to call it).
 CLIENT_TOOL = {"name": "get_weather", "description": "Current weather", "parameters": []}
+
+
+@dataclass(frozen=True)
+class Pace:
+    """A model that streams as hosted ones do: its first token after `first` seconds, then
+    `deltas` deltas `gap` seconds apart. The function's CPU is then spread over the model's
+    time, as in production, rather than spent at once as with the instant model."""
+
+    first: float = 0.3
+    deltas: int = 40
+    gap: float = 0.025
+
+    def reply(self) -> dict:
+        """The scripted model's next reply (its `/_replies`), about 5 words a delta."""
+        text = " ".join(f"word{i}" for i in range(self.deltas * 5))
+        return {"text": text, "chunks": self.deltas, "delay": self.first, "pace": self.gap}
+
+    def __str__(self) -> str:
+        return (
+            f"first token after {self.first * 1000:.0f} ms, then {self.deltas} deltas"
+            f" {self.gap * 1000:.0f} ms apart"
+        )
 
 
 def template_memory() -> dict[str, int]:
@@ -186,22 +210,30 @@ def timed_stream(http, url: str, body: dict, marker: str) -> tuple[float, float]
     return first - start, time.perf_counter() - start
 
 
-def model_time(http, model_url: str, runs: int) -> float:
+def model_time(http, model_url: str, runs: int, pace: Pace | None = None) -> float:
     """The model's own time for a streamed answer, over HTTP (median seconds)."""
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    times = [
-        timed_stream(http, f"{model_url}/chat/completions", body, "[DONE]")[1] for _ in range(runs)
-    ]
+    times = []
+    for _ in range(runs):
+        if pace is not None:
+            http.post(f"{model_url}/_replies", json=pace.reply()).raise_for_status()
+        times.append(timed_stream(http, f"{model_url}/chat/completions", body, "[DONE]")[1])
     return statistics.median(times)
 
 
 class Runs:
     """The runs the benches time over HTTP; each returns (seconds to the first byte, seconds to
     the end of the stream). `urls` maps each function's code folder (agents, turns, responses,
-    resume) to the base URL serving it: one server (`make run`'s) may stand for all four."""
+    resume) to the base URL serving it: one server (`make run`'s) may stand for all four.
+    `pace`: the model answers each timed run so (else at once)."""
 
-    def __init__(self, http, model_url: str, urls: dict[str, str]) -> None:
-        self.http, self.model_url, self.urls = http, model_url, urls
+    def __init__(self, http, model_url: str, urls: dict[str, str], pace: Pace | None = None):
+        self.http, self.model_url, self.urls, self.pace = http, model_url, urls, pace
+
+    def _paced(self) -> None:
+        """The timed run's model answer queued (untimed), when paced."""
+        if self.pace is not None:
+            self.http.post(f"{self.model_url}/_replies", json=self.pace.reply()).raise_for_status()
 
     def session(self, **agent_config) -> tuple[str, str]:
         """(agent id, session id) of a new agent's first session."""
@@ -217,10 +249,12 @@ class Runs:
 
     def turn(self, session: tuple[str, str], text: str) -> tuple[float, float]:
         body = {"messages": [{"role": "user", "content": text}], "stream": True}
+        self._paced()
         return timed_stream(self.http, self._turns("turns", session), body, '"turn_complete"')
 
     def response(self, text: str) -> tuple[float, float]:
         body = {"model": "bench", "input": text, "stream": True}
+        self._paced()
         url = f"{self.urls['responses']}/v1/responses"
         return timed_stream(self.http, url, body, "response.completed")
 
@@ -239,19 +273,25 @@ class Runs:
         turn_id, result = paused
         url = f"{self._turns('resume', session)}/{turn_id}/resume"
         body = {"tool_responses": [result], "stream": True}
+        self._paced()
         return timed_stream(self.http, url, body, '"turn_complete"')
 
 
 def streaming_figures(
-    env: dict[str, str], model_url: str, shares: dict[str, float | None], runs: int
+    env: dict[str, str],
+    model_url: str,
+    shares: dict[str, float | None],
+    runs: int,
+    pace: Pace | None = None,
 ) -> dict[str, tuple[float, float]]:
     """{run: (ms added to the model's time, ms to the first byte)}: each streaming function (by
     code folder) in a cgroup of its share in `shares` (None: a full core); the agents function,
-    which only sets up, at a full core."""
+    which only sets up, at a full core. `pace`: the model streams so in the timed runs (the
+    warm-up runs are answered at once)."""
     import httpx
 
     http = httpx.Client(timeout=60)
-    model = model_time(http, model_url, runs)
+    model = model_time(http, model_url, runs, pace)
     out: dict[str, tuple[float, float]] = {}
     with ExitStack() as stack:
         urls = {"agents": stack.enter_context(function_server(ROOT, "agents", env))[0]}
@@ -266,8 +306,10 @@ def streaming_figures(
             "resume": lambda i: run.resume(tooled, run.paused(tooled)),
         }
         for kind, one in timed.items():
+            run.pace = None
             for i in range(3):
                 one(i)  # warm: each container's first requests build what they need
+            run.pace = pace
             taken = [one(i) for i in range(runs)]
             added = (statistics.median(t[1] for t in taken) - model) * 1000
             out[kind] = (added, statistics.median(t[0] for t in taken) * 1000)
@@ -296,60 +338,89 @@ def at_memory(
 
 
 def main() -> None:
+    global PERIOD_US
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15, help="runs of each streamed kind")
     parser.add_argument("--inits", type=int, default=2, help="cold inits per function")
+    parser.add_argument(
+        "--paced", action="store_true", help="also with a model that streams as hosted ones do"
+    )
+    parser.add_argument(
+        "--period-ms", type=float, default=PERIOD_US / 1000, help="the cgroups' CFS period"
+    )
     args = parser.parse_args()
+    PERIOD_US = int(args.period_ms * 1000)
     functions = template_functions()
     confine = cgroups_writable()
     if not confine:
         print(f"no writable cpu cgroup at {CGROUPS}: figures at a full core only")
     with moto_and_model() as (aws_endpoint, model_url):
         env = function_env(aws_endpoint, model_url)
-        print(
-            f"cold init, median seconds of {args.inits} fresh processes (import: importing"
-            " app.py; uvicorn: run.sh's uvicorn until it answers GET /)"
-        )
-        print(
-            f"  {'function':<21}{'memory':>8}{'share':>7}  {'init':<8}"
-            f"{'at share':>10}{'full core':>11}{'ratio':>8}"
-        )
-        measured: dict[tuple, tuple[float | None, float, str]] = {}
-        for f in functions:
-            key = (f.code, f.web_adapter, f.memory_mb)
-            if key not in measured:
-                full = statistics.median(cold_init(f, env, None) for _ in range(args.inits))
-                at_share = None
-                if confine:
-                    with cgroup("init", f.share) as group:
-                        inits = [cold_init(f, env, group) for _ in range(args.inits)]
-                    at_share = statistics.median(inits)
-                measured[key] = (at_share, full, f.name)
-            at_share, full, first = measured[key]
-            there = "-" if at_share is None else f"{at_share:.2f}"
-            ratio = "-" if at_share is None else f"{at_share / full:.1f}x"
-            same = "" if first == f.name else f"  (as {first}: same code and memory)"
-            print(
-                f"  {f.name:<21}{f.memory_mb:>5} MB{f.share:>7.3f}  "
-                f"{'uvicorn' if f.web_adapter else 'import':<8}"
-                f"{there:>10}{full:>11.2f}{ratio:>8}{same}"
-            )
-
+        if args.inits:
+            print_cold_inits(functions, env, args.inits, confine)
         streaming = [f for f in functions if f.streaming]
         shares = {f.code.name: f.share for f in streaming}
         full = streaming_figures(env, model_url, dict.fromkeys(shares), args.runs)
         confined = streaming_figures(env, model_url, shares, args.runs) if confine else None
         sizes = ", ".join(f"{f.code.name} {f.memory_mb} MB = {f.share:.3f}" for f in streaming)
         print(
-            f"streaming functions ({sizes} of a CPU), medians of {args.runs} runs: ms added to"
-            " the model's own time, ms to the first byte"
+            f"streaming functions ({sizes} of a CPU; CFS period {PERIOD_US / 1000:g} ms),"
+            f" medians of {args.runs} runs: ms added to the model's own time, ms to the first"
+            " byte; a model that answers at once, so each run's CPU is spent in one go"
         )
+        print_streaming(full, confined)
+        if args.paced:
+            pace = Pace()
+            full = streaming_figures(env, model_url, dict.fromkeys(shares), args.runs, pace)
+            confined = (
+                streaming_figures(env, model_url, shares, args.runs, pace) if confine else None
+            )
+            print(f"the same with a model that streams as hosted ones do ({pace}):")
+            print_streaming(full, confined)
+
+
+def print_cold_inits(
+    functions: list[Function], env: dict[str, str], inits: int, confine: bool
+) -> None:
+    print(
+        f"cold init, median seconds of {inits} fresh processes (import: importing"
+        " app.py; uvicorn: run.sh's uvicorn until it answers GET /)"
+    )
+    print(
+        f"  {'function':<21}{'memory':>8}{'share':>7}  {'init':<8}"
+        f"{'at share':>10}{'full core':>11}{'ratio':>8}"
+    )
+    measured: dict[tuple, tuple[float | None, float, str]] = {}
+    for f in functions:
+        key = (f.code, f.web_adapter, f.memory_mb)
+        if key not in measured:
+            full = statistics.median(cold_init(f, env, None) for _ in range(inits))
+            at_share = None
+            if confine:
+                with cgroup("init", f.share) as group:
+                    taken = [cold_init(f, env, group) for _ in range(inits)]
+                at_share = statistics.median(taken)
+            measured[key] = (at_share, full, f.name)
+        at_share, full, first = measured[key]
+        there = "-" if at_share is None else f"{at_share:.2f}"
+        ratio = "-" if at_share is None else f"{at_share / full:.1f}x"
+        same = "" if first == f.name else f"  (as {first}: same code and memory)"
         print(
-            f"  {'':<18}{'added at share':>15}{'full core':>11}{'first byte at share':>21}{'full core':>11}"
+            f"  {f.name:<21}{f.memory_mb:>5} MB{f.share:>7.3f}  "
+            f"{'uvicorn' if f.web_adapter else 'import':<8}"
+            f"{there:>10}{full:>11.2f}{ratio:>8}{same}"
         )
-        for kind, (added, first) in full.items():
-            at = ("-", "-") if confined is None else tuple(f"{v:.1f}" for v in confined[kind])
-            print(f"  {kind:<18}{at[0]:>15}{added:>11.1f}{at[1]:>21}{first:>11.1f}")
+
+
+def print_streaming(
+    full: dict[str, tuple[float, float]], confined: dict[str, tuple[float, float]] | None
+) -> None:
+    print(
+        f"  {'':<18}{'added at share':>15}{'full core':>11}{'first byte at share':>21}{'full core':>11}"
+    )
+    for kind, (added, first) in full.items():
+        at = ("-", "-") if confined is None else tuple(f"{v:.1f}" for v in confined[kind])
+        print(f"  {kind:<18}{at[0]:>15}{added:>11.1f}{at[1]:>21}{first:>11.1f}")
 
 
 if __name__ == "__main__":

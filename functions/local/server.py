@@ -543,10 +543,11 @@ def main() -> None:
         sys.exit(130)
 
     import uvicorn
+    from agents_core.web.serve import Server
 
     print(f"serverless-agents serving http://127.0.0.1:{port} | {description}", flush=True)
     try:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
         sys.exit(130)
 
