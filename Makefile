@@ -62,7 +62,7 @@ bench: $(STAMP)
 	$(PY) bench/stream_events.py
 	$(PY) bench/cpu_profile.py
 	$(PY) bench/cpu_per_turn.py
-	$(PY) bench/lambda_share.py
+	$(PY) bench/lambda_share.py --paced
 
 $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)

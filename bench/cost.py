@@ -20,7 +20,7 @@ with their date and region; CPU times are this machine's (Lambda's arm64 cores m
 
     .venv/bin/python bench/cost.py [--turns 200] [--chunks 250]
     .venv/bin/python bench/cost.py --rag-only   # the file search and ingestion model alone
-    .venv/bin/python bench/cost.py --by-memory 10   # by MemorySize, measured at each share
+    .venv/bin/python bench/cost.py --by-memory 10 [--paced]   # by MemorySize, at each share
 """
 
 from __future__ import annotations
@@ -342,12 +342,25 @@ def main() -> None:
         metavar="RUNS",
         help="only the table by MemorySize, RUNS turns measured at each size's CPU share",
     )
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=list(MEASURED_SIZES),
+        metavar="MB",
+        help="--by-memory: the sizes measured",
+    )
+    parser.add_argument(
+        "--paced",
+        action="store_true",
+        help="--by-memory also against a model that streams as hosted ones do",
+    )
     args = parser.parse_args()
     if args.rag_only:
         rag_report()
         return
     if args.by_memory:
-        by_memory(args.by_memory)
+        by_memory(args.by_memory, args.paced, tuple(args.sizes))
         return
 
     import boto3
@@ -548,26 +561,31 @@ def price_lines(m: Measured, model_seconds: float, memory_mb: int) -> list[tuple
     ]
 
 
-def by_memory(runs: int) -> None:
+def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_SIZES) -> None:
     """For each size: Lambda's compute for 1M streamed turns at 2 s and 10 s of model time,
     from a turn's added latency measured at that size's CPU share, and the turns function's
     cold init there (bench/lambda_share.py's cgroups; SnapStart takes it off the request path
-    where a restore is quicker)."""
+    where a restore is quicker). `paced`: also what a turn adds against a model that streams
+    as hosted ones do (lambda_share.Pace), where the instant model is the worst case."""
     import lambda_share
 
     if not lambda_share.cgroups_writable():
         print(f"no writable cpu cgroup at {lambda_share.CGROUPS}: --by-memory needs one")
         return
+    pace = lambda_share.Pace() if paced else None
     print("streamed turns by MemorySize, measured at each size's CPU share (medians)")
+    if pace:
+        print(f"  paced: added against a model that streams as hosted ones do ({pace})")
     print(
-        f"  {'memory':>7}{'share':>7}{'added':>10}{'first byte':>12}{'cold init':>11}"
-        f"{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}  goals"
+        f"  {'memory':>7}{'share':>7}{'added':>10}{'paced' if pace else '':>10}{'first byte':>12}"
+        f"{'cold init':>11}{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}  goals"
     )
     with moto_and_model() as (aws_endpoint, model_url):
         env = lambda_share.function_env(aws_endpoint, model_url)
-        for mb in MEASURED_SIZES:
-            init, figures = lambda_share.at_memory(mb, env, model_url, runs)
+        for mb in sizes:
+            init, figures, paced_figures = lambda_share.at_memory(mb, env, model_url, runs, pace)
             added_ms, first_ms = figures["streamed turn"]
+            paced_ms = f"{paced_figures['streamed turn'][0]:>7.0f} ms" if paced_figures else ""
             usd = [
                 1e6 * ((s + added_ms / 1000) * mb / 1024 * LAMBDA_GB_SECOND + LAMBDA_REQUEST)
                 for s in MODEL_SECONDS
@@ -577,10 +595,12 @@ def by_memory(runs: int) -> None:
                 ("init", init <= GOAL_INIT_S),
                 ("cost", usd[-1] <= GOAL_LAMBDA_USD),
             ]
+            if paced_figures:
+                met.insert(1, ("paced", paced_figures["streamed turn"][0] <= GOAL_ADDED_MS))
             goals = " ".join(f"{what} {'ok' if ok else 'no'}" for what, ok in met)
             print(
-                f"  {mb:>4} MB{cpu_share(mb):>7.3f}{added_ms:>8.0f} ms{first_ms:>9.0f} ms"
-                f"{init:>9.1f} s{usd[0]:>13.2f}{usd[1]:>14.2f}  {goals}"
+                f"  {mb:>4} MB{cpu_share(mb):>7.3f}{added_ms:>8.0f} ms{paced_ms:>10}"
+                f"{first_ms:>9.0f} ms{init:>9.1f} s{usd[0]:>13.2f}{usd[1]:>14.2f}  {goals}"
             )
 
 

@@ -325,16 +325,19 @@ def function_env(aws_endpoint: str, model_url: str) -> dict[str, str]:
 
 
 def at_memory(
-    memory_mb: int, env: dict[str, str], model_url: str, runs: int
-) -> tuple[float, dict[str, tuple[float, float]]]:
-    """(the turns function's cold init in seconds, the streaming figures) with every streaming
-    function at this memory's share (bench/cost.py's table by MemorySize)."""
+    memory_mb: int, env: dict[str, str], model_url: str, runs: int, pace: Pace | None = None
+) -> tuple[float, dict[str, tuple[float, float]], dict[str, tuple[float, float]] | None]:
+    """(the turns function's cold init in seconds, the streaming figures, the same against a
+    model paced so or None) with every streaming function at this memory's share
+    (bench/cost.py's table by MemorySize)."""
     streaming = [f for f in template_functions() if f.streaming]
     turns = next(f for f in streaming if f.code.name == "turns")
     with cgroup("init", cpu_share(memory_mb)) as group:
         init = cold_init(turns, env, group)
     shares = {f.code.name: cpu_share(memory_mb) for f in streaming}
-    return init, streaming_figures(env, model_url, shares, runs)
+    instant = streaming_figures(env, model_url, shares, runs)
+    paced = streaming_figures(env, model_url, shares, runs, pace) if pace else None
+    return init, instant, paced
 
 
 def main() -> None:
