@@ -493,14 +493,19 @@ def test_a_queued_resume_without_the_pauses_token_is_refused_with_nothing_stored
     assert done.output_message.content == "Sunny."
 
 
-def test_a_queued_resume_whose_model_fails_at_once_goes_back_to_awaiting_input_unchanged():
-    """The resume wrote only the tool results when the model failed: they go, and the turn
-    awaits the same input again (SQS redelivers the message)."""
-    world = agents(
+def resume_fails_at_once():
+    """A turn that pauses on a client tool, whose resume's model call fails, then answers."""
+    return agents(
         calls(("call-1", "get_weather", PARIS)),
         [UpstreamFailed("the model failed")],
         says("Sunny."),
     )
+
+
+def test_a_queued_resume_whose_model_fails_at_once_goes_back_to_awaiting_input_unchanged():
+    """The resume wrote only the tool results when the model failed: they go, and the turn
+    awaits the same input again (SQS redelivers the message)."""
+    world = resume_fails_at_once()
 
     async def scenario():
         turn = await world.ask("Weather?")
@@ -527,11 +532,7 @@ def test_a_queued_resume_whose_model_fails_at_once_goes_back_to_awaiting_input_u
 def test_a_reverted_resume_writes_back_the_turn_as_it_was_read_not_as_the_run_left_it():
     """The turn the revert writes is the paused one: the tool results the resume added to its
     steps are not in it (they are removed apart)."""
-    world = agents(
-        calls(("call-1", "get_weather", PARIS)),
-        [UpstreamFailed("the model failed")],
-        says("Sunny."),
-    )
+    world = resume_fails_at_once()
     reverted = []
     revert = world.storage.revert
 
