@@ -3,8 +3,8 @@
 uvicorn's own main loop wakes ten times a second to look for a request to stop. Each wake-up
 costs about a quarter of a millisecond of CPU here (bench/cpu_profile.py prints a server's idle
 CPU), so during a 10-s model call a Lambda spends some 25 ms of CPU on them, three times the
-turn's own work, out of the small share 192 MB buys. This server wakes once a second (the resolution of the Date header it
-keeps fresh) and at once on SIGTERM or SIGINT.
+turn's own work, out of the small share 192 MB buys. This server wakes once a second (the
+resolution of the Date header it keeps fresh) and at once on SIGTERM or SIGINT.
 
     python -m agents_core.web.serve app:app --host 127.0.0.1 --port 8080 [uvicorn options]
 """
