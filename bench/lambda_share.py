@@ -146,7 +146,11 @@ def cgroup(name: str, share: float | None) -> Iterator[Path | None]:
     path = CGROUPS / f"serverless-agents-{name}-{os.getpid()}"
     path.mkdir()
     try:
-        quota = max(1000, int(PERIOD_US * share))
+        quota = int(PERIOD_US * share)
+        if quota < 1000:  # the kernel's least quota: a larger one would give more than the share
+            raise ValueError(
+                f"a {PERIOD_US / 1000:g} ms period is too short for a {share:.3f} share"
+            )
         if CGROUPS == CGROUP_V2:
             (path / "cpu.max").write_text(f"{quota} {PERIOD_US}")
         else:

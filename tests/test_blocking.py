@@ -109,9 +109,10 @@ def test_reads_in_parallel_on_the_loop_all_end_before_the_first_error_is_raised(
 
     ended = []
 
-    def fails(message):
+    def fails(message, waits):
         def read():
-            blocking.wait(slept(None))
+            for _ in range(waits):
+                blocking.wait(slept(None))
             ended.append(message)
             raise ValueError(message)
 
@@ -119,10 +120,20 @@ def test_reads_in_parallel_on_the_loop_all_end_before_the_first_error_is_raised(
 
     def succeeds():
         blocking.wait(slept(None))
-        blocking.wait(slept(None))
         ended.append("ok")
         return "ok"
 
+    # The first in argument order is raised, though it fails last.
     with pytest.raises(ValueError, match="one"):
-        asyncio.run(blocking.run(in_parallel, fails("one"), succeeds, fails("two")))
-    assert sorted(ended) == ["ok", "one", "two"]
+        asyncio.run(blocking.run(in_parallel, fails("one", 3), succeeds, fails("two", 0)))
+    assert ended == ["two", "ok", "one"]
+
+
+def test_reads_in_parallel_on_the_loop_see_the_callers_context():
+    from agents_core.store.table import in_parallel
+
+    def caller():
+        TENANT.set("set by the caller")
+        return in_parallel(TENANT.get, lambda: blocking.wait(slept(TENANT.get())))
+
+    assert asyncio.run(blocking.run(caller)) == ["set by the caller"] * 2

@@ -31,9 +31,11 @@ def counting(kind: type[uvicorn.Server]) -> uvicorn.Server:
 
     class Counting(kind):
         ticks = 0
+        counters: list[int] = []
 
         async def on_tick(self, counter: int) -> bool:
             type(self).ticks += 1
+            type(self).counters.append(counter)
             return await super().on_tick(counter)
 
     return Counting(uvicorn.Config(hello, port=0, log_level="warning", lifespan="off"))
@@ -52,6 +54,7 @@ def serving(server: uvicorn.Server) -> threading.Thread:
 def test_the_server_checks_for_a_stop_ten_times_less_often_than_uvicorn():
     ours, theirs = counting(Server), counting(uvicorn.Server)
     threads = [serving(ours), serving(theirs)]
+    type(ours).ticks = type(theirs).ticks = 0  # counted from both running
     time.sleep(2)  # both idle through the same window
     ticks = type(ours).ticks, type(theirs).ticks
     for server in (ours, theirs):
@@ -60,6 +63,9 @@ def test_the_server_checks_for_a_stop_ten_times_less_often_than_uvicorn():
         thread.join(timeout=10)
     assert ticks[0] * 5 <= ticks[1], ticks
     assert ticks[0] <= 2 / Server.tick + 2, ticks
+    # uvicorn refreshes its Date header at the checks whose counter is a multiple of ten: each
+    # of ours is one.
+    assert type(ours).counters and all(c % 10 == 0 for c in type(ours).counters)
 
 
 def test_a_signal_to_stop_wakes_the_server_however_long_its_tick(monkeypatch):
@@ -84,7 +90,9 @@ def test_run_sh_s_command_serves_the_app_with_a_date_header_and_shuts_down_on_si
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "agents_core.web.serve", "app:app", "--port", str(port)]
+    # Its tick an hour long: only the signal's wake-up can end it within the test.
+    serve = "import agents_core.web.serve as s; s.Server.tick = 3600; s.main()"
+    command = [sys.executable, "-c", serve, "app:app", "--port", str(port)]
     command += ["--http", "httptools", "--no-access-log", "--timeout-keep-alive", "300"]
     proc = subprocess.Popen(
         command, cwd=tmp_path, env={"PYTHONPATH": str(LAYER)}, stderr=subprocess.PIPE, text=True

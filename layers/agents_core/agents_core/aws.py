@@ -210,7 +210,7 @@ class JsonClient:
             except (ConnectionError, HTTPClientError):
                 if last:
                     raise
-                _pause(_backoff(attempt, throttled=False))
+                pause(_backoff(attempt, throttled=False))
                 continue
             parsed = _parse(http.status_code, http.headers, http.content, attempt)
             if http.status_code < 300 or last:
@@ -219,7 +219,7 @@ class JsonClient:
             throttled = code in _THROTTLED
             if not (throttled or code in _TRANSIENT or http.status_code in _TRANSIENT_STATUS):
                 return http, parsed
-            _pause(_backoff(attempt, throttled=throttled))
+            pause(_backoff(attempt, throttled=throttled))
         raise AssertionError("unreachable")
 
     def _exchange(self, operation: str, event: str, body: bytes, headers: dict[str, str]) -> Any:
@@ -543,8 +543,9 @@ def _bridged() -> bool:
     return blocking is not None and blocking.bridged()
 
 
-def _pause(seconds: float) -> None:
-    """A retry's wait: on the event loop's thread (`blocking.run`), the loop waits instead."""
+def pause(seconds: float) -> None:
+    """A retry's wait (this client's, a store's backoff): on the event loop's thread
+    (`blocking.run`) the loop waits instead, serving its other tasks."""
     if _bridged():
         import asyncio
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import random
 import sys
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..aws import pause
 from .items import decode
 
 BATCH = 25  # BatchWriteItem's limit
@@ -30,7 +32,7 @@ def in_parallel(*reads: Callable[[], Any]) -> list[Any]:
     thread, a script) the reads run in threads while the caller blocks."""
     blocking = sys.modules.get("agents_core.blocking")  # never imported by the authorizer
     if blocking is not None and blocking.bridged():
-        outcomes = blocking.wait(_together(blocking, reads))
+        outcomes = blocking.wait(_together(blocking, reads, contextvars.copy_context()))
     else:
         outcomes = []
         for future in [_readers.submit(read) for read in reads]:
@@ -44,11 +46,16 @@ def in_parallel(*reads: Callable[[], Any]) -> list[Any]:
     return outcomes
 
 
-async def _together(blocking: Any, reads: tuple[Callable[[], Any], ...]) -> list[Any]:
-    """Each read's result, or the exception it raised."""
+async def _together(
+    blocking: Any, reads: tuple[Callable[[], Any], ...], context: contextvars.Context
+) -> list[Any]:
+    """Each read's result, or the exception it raised; each read in a copy of `context`, the
+    caller's (the log's keys)."""
     import asyncio
 
-    return await asyncio.gather(*(blocking.run(read) for read in reads), return_exceptions=True)
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(blocking.run(read), context=context.copy()) for read in reads]
+    return await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def key(pk: str, sk: str) -> dict[str, Any]:
@@ -129,7 +136,7 @@ class Table:
             pending = resp.get("UnprocessedKeys") or {}
             if not pending.get(self.name):
                 return [found.get(k) for k in keys]
-            time.sleep(0.05 * 2**attempt)
+            pause(0.05 * 2**attempt)
         raise RuntimeError("DynamoDB left reads unprocessed after retries")
 
     def record(self, pk: str, sk: str) -> dict[str, str] | None:
@@ -194,7 +201,7 @@ class Table:
             except ClientError as err:
                 if attempt + 1 == TRANSACTION_ATTEMPTS or not only_conflicts(err):
                     raise
-                time.sleep(random.uniform(0.01, 0.05) * 2**attempt)
+                pause(random.uniform(0.01, 0.05) * 2**attempt)
 
     def put_all(self, items: list[dict[str, Any]]) -> None:
         for start in range(0, len(items), BATCH):
@@ -212,6 +219,6 @@ class Table:
                 return
             pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
             if pending:
-                time.sleep(0.05 * 2**attempt)
+                pause(0.05 * 2**attempt)
         if pending.get(self.name):
             raise RuntimeError("DynamoDB left writes unprocessed after retries")

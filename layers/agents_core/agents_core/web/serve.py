@@ -37,14 +37,17 @@ class Server(uvicorn.Server):
 
     async def main_loop(self) -> None:
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
-        counter = 0
-        should_exit = await self.on_tick(counter)
-        while not should_exit:
-            counter = (counter + _TICKS_PER_SECOND) % 864000  # each tick refreshes the date
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.tick):
-                    await self._wake.wait()
+        try:
+            counter = 0
             should_exit = await self.on_tick(counter)
+            while not should_exit:
+                counter = (counter + _TICKS_PER_SECOND) % 864000  # each tick refreshes the date
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.tick):
+                        await self._wake.wait()
+                should_exit = await self.on_tick(counter)
+        finally:
+            self._loop = None  # a later signal has no loop to wake
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """uvicorn's handler (signal.signal's, between two bytecodes of whatever runs): the
@@ -63,7 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"])
     parser.add_argument("--no-access-log", dest="access_log", action="store_false")
     parser.add_argument("--timeout-keep-alive", type=int, default=5)
-    parser.add_argument("--log-level", default="info")
+    parser.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, ".")  # as uvicorn's --app-dir default
     config = uvicorn.Config(
@@ -75,7 +80,12 @@ def main(argv: list[str] | None = None) -> None:
         timeout_keep_alive=args.timeout_keep_alive,
         log_level=args.log_level,
     )
-    Server(config).run()
+    config.load()  # as uvicorn's command line: the app imported before the loop starts
+    server = Server(config)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: shut down, then a plain exit
+        server.run()
+    if not server.started:
+        sys.exit(3)  # uvicorn's exit status for a server that failed to start
 
 
 if __name__ == "__main__":
