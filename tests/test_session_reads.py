@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import zlib
 
 import pytest
 from agents_core.services import build_services
@@ -281,12 +282,33 @@ def test_a_turn_past_a_buffered_lambdas_6_mb_reads_whole_from_the_streaming_turn
     assert step.json()["step"]["model_response"]["content"] == answer
 
 
-def test_long_json_attributes_are_stored_compressed_and_read_back_as_text():
-    key = {"PK": {"S": "p"}, "SK": {"S": "TURN#1"}}
+def test_a_long_json_attribute_is_stored_compressed_and_read_back_as_text():
+    key = {"PK": {"S": "p"}, "SK": {"S": "STEP#1"}}
     body = json.dumps({"text": "a turn's words, said again and again " * 40})
-    (item,) = encode(key, {"body": body, "state": '{"iterations": 1}'})
+    (item,) = encode(key, {"body": body})
     assert "B" in item["body"] and len(item["body"]["B"]) < len(body) / 4
-    assert item["state"] == {"S": '{"iterations": 1}'}  # short: as it is
     ((_, attrs),) = decode([item])
-    assert attrs["body"] == body and attrs["state"] == '{"iterations": 1}'
+    assert attrs["body"] == body
     assert inline_attrs(item)["body"] == body
+    (short,) = encode(key, {"body": '{"iterations": 1}'})
+    assert short["body"] == {"S": '{"iterations": 1}'}  # short: as it is
+
+
+def test_a_records_json_attributes_are_compressed_together_so_what_they_share_is_stored_once():
+    """A turn's body and history hold the same answer: one stream stores it once."""
+    key = {"PK": {"S": "p"}, "SK": {"S": "TURN#1"}}
+    answer = " ".join(f"word{n * 7919 % 10007}" for n in range(400))  # compresses about 3x
+    body = json.dumps({"output_message": {"role": "assistant", "content": answer}})
+    history = json.dumps([{"role": "assistant", "content": answer}])
+    attrs = {"body": body, "state": '{"iterations": 1}', "history": history, "trace": "[]"}
+    (item,) = encode(key, attrs, {"turn_status": {"S": "completed"}})
+    assert set(item) == {"PK", "SK", "turn_status", "packed"}
+    alone = [encode(key, {name: text})[0][name] for name, text in (("b", body), ("h", history))]
+    apart = sum(len(value.get("B", b"")) for value in alone)
+    assert len(item["packed"]["B"]) < apart * 0.6  # the answer once, not twice
+    ((head, read),) = decode([item])
+    assert read == {**attrs, "turn_status": "completed"} and head["SK"] == key["SK"]
+    earlier = {**key, "body": {"B": zlib.compress(body.encode())}, "history": {"S": history}}
+    assert inline_attrs(earlier) == {"body": body, "history": history}  # as stored before
+    (short,) = encode(key, {"body": "{}", "state": "{}"})  # nothing to gain: as they are
+    assert short["body"] == {"S": "{}"} and short["state"] == {"S": "{}"}

@@ -6,8 +6,10 @@ binary chunks. Parts sort right after their head, so a query returns them togeth
 
 A JSON attribute of at least `PACK_CHARS` characters is stored compressed (zlib), as a binary
 value of the same name, when that is smaller: DynamoDB bills writes per kilobyte, and a turn's
-body and history, or a response's context, are JSON that compresses 3 to 10 times. Readers go
-through `decode`, which gives back the text either way.
+body and history, or a response's context, are JSON that compresses 3 to 10 times. A record of
+several JSON attributes has them compressed together, in one binary attribute `packed`: a
+turn's body and history hold the same messages, its trace the same ids, which one stream
+stores once. Readers go through `decode`, which gives back the texts either way.
 
 A record in parts keeps each long text once (`shared_texts` on its head): a turn's `body` and its
 `history` (the model's view of the same messages) hold the same user message and answer, and a
@@ -32,8 +34,10 @@ MAX_ITEM_BYTES = 400 * 1024 - 2048
 PART_BYTES = 350 * 1024
 #: Texts at least this long are stored once per record in parts, however often they occur.
 SHARED_TEXT_CHARS = 16 * 1024
-#: JSON attributes at least this long are stored compressed when that is smaller.
+#: JSON attributes at least this long (together) are stored compressed when that is smaller.
 PACK_CHARS = 256
+#: The attribute holding a record's JSON attributes compressed together.
+PACKED = "packed"
 _SHARED, _LITERAL = "$shared", "$literal"  # markers in the parts' JSON (escaped in content)
 
 M = TypeVar("M", bound=BaseModel)
@@ -77,7 +81,7 @@ def encode(
 ) -> list[dict[str, Any]]:
     """Items for one record: `attrs` (JSON strings) inline when they fit, else in parts."""
     head = {**key, **(extra or {})}
-    inline = {**head, **{name: _packed(value) for name, value in attrs.items()}}
+    inline = {**head, **_stored(attrs)}
     if item_size(inline) <= MAX_ITEM_BYTES:
         return [inline]
     data = json.dumps(_share(attrs)).encode()
@@ -110,6 +114,31 @@ def decode(items: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[s
         yield head, _unshare(data) if "shared_texts" in head else data
 
 
+def _stored(attrs: dict[str, str]) -> dict[str, Any]:
+    """An inline record's JSON attributes as its item holds them: one alone as `_packed` does;
+    several compressed together under `packed` (a header line of their names and lengths in
+    bytes, then their texts), when that is smaller than their texts."""
+    if len(attrs) < 2:
+        return {name: _packed(value) for name, value in attrs.items()}
+    texts = [value.encode() for value in attrs.values()]
+    size = sum(len(text) for text in texts)
+    if size >= PACK_CHARS:
+        header = json.dumps([[name, len(text)] for name, text in zip(attrs, texts, strict=True)])
+        packed = zlib.compress(header.encode() + b"\n" + b"".join(texts), 6)
+        if len(packed) < size:
+            return {PACKED: {"B": packed}}
+    return {name: {"S": value} for name, value in attrs.items()}
+
+
+def _unpacked(data: bytes) -> dict[str, str]:
+    header, _, texts = data.partition(b"\n")
+    attrs, at = {}, 0
+    for name, length in json.loads(header):
+        attrs[name] = texts[at : at + length].decode()
+        at += length
+    return attrs
+
+
 def _packed(text: str) -> dict[str, Any]:
     """An attribute's value: the JSON text, or its compressed bytes when that is smaller."""
     if len(text) >= PACK_CHARS:
@@ -122,14 +151,18 @@ def _packed(text: str) -> dict[str, Any]:
 
 def inline_attrs(head: dict[str, Any]) -> dict[str, str]:
     """The JSON attributes of an item not in parts: its strings, and its binary values (which
-    `encode` compressed) decompressed."""
+    `encode` compressed) decompressed, `packed` into the attributes it holds."""
     attrs = {}
     for name, value in head.items():
         if "S" in value:
             if name not in ("PK", "SK"):
                 attrs[name] = value["S"]
         elif "B" in value:
-            attrs[name] = zlib.decompress(value["B"]).decode()
+            data = zlib.decompress(value["B"])
+            if name == PACKED:
+                attrs.update(_unpacked(data))
+            else:
+                attrs[name] = data.decode()
     return attrs
 
 

@@ -17,7 +17,7 @@ from ..domain import FINISHED, RUNNING
 from ..errors import NotFound
 from . import keys
 from .history_cache import History, HistoryCache
-from .items import decode, parse_body
+from .items import PACKED, decode, parse_body
 from .table import Table, expired, in_parallel
 
 #: Head attribute of a turn item whose `output_message` is its last step's `model_response`
@@ -28,7 +28,8 @@ _PLACEHOLDER_OUTPUT = CompletionMessage(content="", stop_reason=StopReason.end_o
 #: What a session read asks of a turn item: not its `state` or `history` (the model's view).
 #: Fewer attributes are less for DynamoDB to send and botocore to parse.
 _TURN_PROJECTION = (
-    f"SK, body, turn_status, steps_apart, ended_at, {OUTPUT_IS_ANSWER}, parts, shared_texts, chunk"
+    f"SK, body, {PACKED}, turn_status, steps_apart, ended_at, {OUTPUT_IS_ANSWER}, parts,"
+    " shared_texts, chunk"
 )
 
 

@@ -11,7 +11,7 @@ from ..domain import COMPLETED, FINISHED, RUNNING, PausedTurn, TurnState
 from ..errors import NotFound
 from . import keys
 from .history_cache import History, HistoryCache
-from .items import decode
+from .items import PACKED, decode
 from .sessions import (
     read_session_head,
     running_on_session,
@@ -83,7 +83,9 @@ class TurnReads:
             {
                 "KeyConditionExpression": condition,
                 "ExpressionAttributeValues": {":pk": {"S": pk}, ":t": {"S": start}},
-                "ProjectionExpression": "SK, turn_status, history, parts, shared_texts, chunk",
+                "ProjectionExpression": (
+                    f"SK, turn_status, history, {PACKED}, parts, shared_texts, chunk"
+                ),
                 "ConsistentRead": True,
             }
         )
