@@ -312,3 +312,22 @@ def test_a_records_json_attributes_are_compressed_together_so_what_they_share_is
     assert inline_attrs(earlier) == {"body": body, "history": history}  # as stored before
     (short,) = encode(key, {"body": "{}", "state": "{}"})  # nothing to gain: as they are
     assert short["body"] == {"S": "{}"} and short["state"] == {"S": "{}"}
+
+
+def test_a_turn_of_the_cost_benchs_shape_ends_in_an_item_of_one_kilobyte(api, model, dynamodb):
+    """bench/cost.py's turn (a 1,000-character answer in 250 deltas, its trace kept) writes its
+    end item in a transaction, which bills each kilobyte twice: past 1 KB the turn costs 7.8
+    write units, not its goal's 6."""
+    text = "lorem ipsum dolor sit amet, " * 42
+    agent_id, session_id = new_session(api, enable_session_persistence=True)
+    for n in range(3):
+        model.reply(text=text[:1000], chunks=250)
+        question = {"messages": [user(f"question {n}: {text[:80]}")], "stream": True}
+        with api.stream("POST", turn_url(agent_id, session_id), json=question) as resp:
+            assert resp.status_code == 200 and "turn_complete" in resp.read().decode()
+    turns = [i for i in all_items(dynamodb) if i["SK"]["S"].startswith("TURN#")]
+    assert len(turns) == 3
+    for turn in turns:
+        attrs = inline_attrs(turn)
+        assert json.loads(attrs["trace"]) and text[:1000] in attrs["history"]
+        assert item_size(turn) <= 1024
