@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) bench/cost.py
 	$(PY) bench/stream_events.py
 	$(PY) bench/cpu_profile.py
+	$(PY) bench/instructions.py
 	$(PY) bench/cpu_per_turn.py
 	$(PY) bench/lambda_share.py --paced
 

@@ -45,19 +45,22 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
 
 
 @contextmanager
-def function_server(root: Path, name: str, env: dict[str, str], preexec_fn=None):
+def function_server(
+    root: Path, name: str, env: dict[str, str], preexec_fn=None, prefix: list[str] | None = None
+):
     """The function's app served as its run.sh serves it; yields (base URL, pid). `preexec_fn`
-    runs in the child before the server (lambda_share.py: joining a cgroup)."""
+    runs in the child before the server (lambda_share.py: joining a cgroup); `prefix` comes
+    before the command (instructions.py: valgrind's)."""
     port = free_port()
     env = {**env, "PYTHONPATH": str(root / "layers" / "agents_core")}
     proc = subprocess.Popen(
-        run_sh_command(root, name, port) + ["--log-level", "warning"],
+        (prefix or []) + run_sh_command(root, name, port) + ["--log-level", "warning"],
         cwd=root / "functions" / name,
         env=env,
         preexec_fn=preexec_fn,
     )
     try:
-        wait_for_port(port, proc)
+        wait_for_port(port, proc, 300 if prefix is None else 3000)  # valgrind starts slowly
         yield f"http://127.0.0.1:{port}", proc.pid
     finally:
         proc.terminate()
@@ -224,7 +227,9 @@ class Bench:
         aws_endpoint: str,
         model_url: str,
         stack: ExitStack,
+        prefixes: dict[str, list[str]] | None = None,
     ) -> None:
+        """`prefixes`: a command put before some functions' (by name)."""
         import httpx
 
         env = {
@@ -240,8 +245,9 @@ class Bench:
         prepare_aws(env)
         self.args, self.root, self.model_url = args, root, model_url
         self.http = httpx.Client(timeout=30)
+        prefixes = prefixes or {}
         servers = {
-            name: stack.enter_context(function_server(root, name, env))
+            name: stack.enter_context(function_server(root, name, env, None, prefixes.get(name)))
             for name in ("agents", "turns", "resume", "responses")
         }
         self.urls = {name: url for name, (url, _) in servers.items()}

@@ -27,8 +27,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen) -> None:
-    for _ in range(300):
+def wait_for_port(port: int, proc: subprocess.Popen, tries: int = 300) -> None:
+    for _ in range(tries):
         if proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode}")
         try:
