@@ -99,10 +99,14 @@ def before(params, model, context, **_):
 def after(parsed, model, context, **_):
     calls.append((model.service_model.service_name, model.name, context.get("bench_params"), parsed))
 
-app.services.dynamodb.meta.events.register("before-parameter-build.dynamodb", before)
-app.services.dynamodb.meta.events.register("after-call.dynamodb", after)
-aws._session().events.register("before-parameter-build.events", before)  # clients made later
-aws._session().events.register("after-call.events", after)
+def recorded(client, service):
+    client.meta.events.register(f"before-parameter-build.{service}", before)
+    client.meta.events.register(f"after-call.{service}", after)
+    return client
+
+made = aws.client
+aws.client = lambda service, **kwargs: recorded(made(service, **kwargs), service)  # made later
+recorded(app.services.dynamodb, "dynamodb")
 
 def dump(signum, frame):
     with open(sys.argv[2] + ".tmp", "wb") as out:

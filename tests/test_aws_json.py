@@ -295,6 +295,77 @@ def test_in_lambda_the_trace_header_goes_along(clients, monkeypatch):
     assert sent[0].headers["X-Amzn-Trace-Id"].startswith("Root=1-5759e988")
 
 
+@pytest.fixture
+def unwatched(monkeypatch):
+    """Clients made as in a Lambda, where only botocore has handlers on their events (moto's
+    mock, imported by these tests, adds one that makes every client emit them)."""
+    from botocore import handlers
+
+    own = [h for h in handlers.BUILTIN_HANDLERS if h[1].__module__.startswith("botocore")]
+    monkeypatch.setattr(handlers, "BUILTIN_HANDLERS", own)
+
+
+class Recording(BaseHTTPRequestHandler):
+    """Answers each request with the next of `statuses` (then 200), an empty JSON object as
+    its body; keeps each request's headers and JSON body."""
+
+    statuses: list[int] = []
+    requests: list[tuple[dict, dict]] = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append((dict(self.headers), body))
+        self.send_response(self.statuses.pop(0) if self.statuses else 200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *_):
+        pass
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    Recording.statuses, Recording.requests = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.setattr(aws, "_backoff", lambda attempt, throttled: 0)
+    yield Recording
+    server.shutdown()
+
+
+def test_unwatched_a_client_does_what_botocores_handlers_would(
+    unwatched, recording, calls, monkeypatch
+):
+    """Without the events: one idempotency token across a transaction's retries, and in a
+    Lambda the trace header (recursion detection) on every request."""
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "TurnsFunction")
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793")
+    recording.statuses = [500]
+    client = aws.client("dynamodb", attempts=3)
+    calls(client).transact_write_items(TransactItems=[])
+    assert not client._events.listening  # nobody registered: no events were emitted
+    assert len(recording.requests) == 2  # the 500, then the same request again
+    assert len({body["ClientRequestToken"] for _, body in recording.requests}) == 1
+    for headers, _ in recording.requests:
+        assert headers["X-Amzn-Trace-Id"].startswith("Root=1-5759e988")
+
+
+def test_unwatched_a_client_emits_botocores_events_once_a_handler_is_registered(
+    unwatched, recording, calls
+):
+    client = aws.client("dynamodb")
+    calls(client).get_item(TableName=TABLE, Key=KEY)
+    seen = []
+    client.meta.events.register("before-send.dynamodb", lambda request, **_: seen.append(request))
+    client.meta.events.register("after-call.dynamodb", lambda parsed, **_: seen.append(parsed))
+    calls(client).get_item(TableName=TABLE, Key=KEY)
+    assert len(recording.requests) == 2
+    assert json.loads(seen[0].body) == {"TableName": TABLE, "Key": KEY}
+    assert seen[1]["ResponseMetadata"]["HTTPStatusCode"] == 200 and len(seen) == 2
+
+
 class KeptThenClosed(BaseHTTPRequestHandler):
     """HTTP/1.1: answers in chunks, keeps the connection, and closes it without a word after
     `serve` answers on it (a server dropping an idle connection)."""

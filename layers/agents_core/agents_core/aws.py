@@ -127,9 +127,15 @@ class JsonClient:
     subclasses with the same `response` (modeled fields such as `CancellationReasons` and
     `Item` at its top), botocore's exceptions for connection failures and timeouts, and its
     standard retry mode (throttling, transient errors and 5xx; jittered backoff; `attempts`
-    in all). It emits the events botocore emits around a call (`before-parameter-build`,
-    `before-call`, `before-send`, `after-call`), so handlers on `meta.events` (moto's mock,
-    tests counting or failing calls) see every call.
+    in all).
+
+    Once a handler is registered on its `meta.events` (tests counting or failing calls, a
+    bench's recorder), or where moto's in-process mock is installed, it emits the events
+    botocore emits around a call (`before-parameter-build`, `before-call`, `before-send`,
+    `after-call`), so those handlers see every call. Until then it does what botocore's own
+    handlers of those events do for these services (an idempotency token where the operation
+    has one, as TransactWriteItems' ClientRequestToken; the recursion-detection header in
+    Lambda) without the events: about a twentieth of a turn's instructions.
     """
 
     def __init__(
@@ -156,6 +162,8 @@ class JsonClient:
         self._signer = _Signer(
             _session().get_credentials(), self._connections.host, self._region, self._signing_name
         )
+        self._events = _Observed(meta.events)
+        meta.events = self._events
         for operation in operations:
             setattr(self, xform_name(operation), partial(self._call, operation))
 
@@ -163,11 +171,18 @@ class JsonClient:
         return getattr(self._client, name)
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
+        from botocore.handlers import add_recursion_detection_header, generate_idempotent_uuid
+
         model = self._client.meta.service_model.operation_model(operation)
-        events = self._client.meta.events
+        events = self._events if self._events.listening else None
         event = f"{self._service_id}.{operation}"
         context: dict[str, Any] = {}
-        events.emit(f"before-parameter-build.{event}", params=params, model=model, context=context)
+        if events is not None:
+            events.emit(
+                f"before-parameter-build.{event}", params=params, model=model, context=context
+            )
+        else:
+            generate_idempotent_uuid(params, model)
         body = json.dumps(params, separators=(",", ":"), default=_blob_out).encode()
         request = {
             "url_path": "/",
@@ -178,20 +193,29 @@ class JsonClient:
             "url": self._url,
             "context": context,
         }
-        _, answered = events.emit_until_response(
-            f"before-call.{event}",
-            model=model,
-            params=request,
-            request_signer=None,
-            context=context,
-        )
+        answered = None
+        if events is not None:
+            _, answered = events.emit_until_response(
+                f"before-call.{event}",
+                model=model,
+                params=request,
+                request_signer=None,
+                context=context,
+            )
+        else:
+            add_recursion_detection_header(request)
         if answered is not None:
             http, parsed = answered
         else:
             http, parsed = self._send(operation, event, body, request["headers"])
-        events.emit(
-            f"after-call.{event}", http_response=http, parsed=parsed, model=model, context=context
-        )
+        if events is not None:
+            events.emit(
+                f"after-call.{event}",
+                http_response=http,
+                parsed=parsed,
+                model=model,
+                context=context,
+            )
         if http.status_code >= 300:
             code = parsed["Error"]["Code"]
             raise self._client.exceptions.from_code(code)(parsed, operation)
@@ -233,19 +257,39 @@ class JsonClient:
                 body,
             ),
         }
-        prepared = AWSPreparedRequest(
-            "POST", self._url, HTTPHeaders.from_dict(headers), body, False
-        )
-        _, mocked = self._client.meta.events.emit_until_response(
-            f"before-send.{event}", request=prepared
-        )
-        if mocked is not None:
-            return mocked
+        if self._events.listening:
+            prepared = AWSPreparedRequest(
+                "POST", self._url, HTTPHeaders.from_dict(headers), body, False
+            )
+            _, mocked = self._events.emit_until_response(f"before-send.{event}", request=prepared)
+            if mocked is not None:
+                return mocked
         if _bridged():  # on the event loop's thread: the loop awaits the exchange
             status, answer_headers, data = _blocking().wait(self._connections.apost(body, headers))
         else:
             status, answer_headers, data = self._connections.post(body, headers)
         return AWSResponse(self._url, status, answer_headers, _Read(data))
+
+
+class _Observed:
+    """A botocore client's event system, passed through; `listening` once a handler is
+    registered on it, or from the start where another library added handlers to botocore's
+    built-in ones (moto's in-process mock: its stubber answers requests in `before-send`)."""
+
+    def __init__(self, events: Any) -> None:
+        from botocore.handlers import BUILTIN_HANDLERS
+
+        self._events = events
+        self.listening = any(
+            not getattr(entry[1], "__module__", type(entry[1]).__module__).startswith("botocore")
+            for entry in BUILTIN_HANDLERS
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._events, name)
+        if name.startswith("register"):
+            self.listening = True
+        return attr
 
 
 class _Read:

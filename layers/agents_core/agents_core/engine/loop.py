@@ -367,20 +367,21 @@ class AgentLoop:
         """The model's events, each awaited no longer than the call's and the run's deadlines
         allow: a model that keeps a call alive without finishing it (keep-alive comments, a
         trickle of deltas) cannot hold a turn and its session past them."""
-        clock = asyncio.get_running_loop()
-        call_deadline = clock.time() + self.limits.call_seconds
+        call_deadline = asyncio.get_running_loop().time() + self.limits.call_seconds
+        deadline = min(call_deadline, run_deadline)
         try:
             while True:
-                deadline, which = min(
-                    (call_deadline, f"a model call may take {self.limits.call_seconds:g} s"),
-                    (run_deadline, f"a run may take {self.limits.run_seconds:g} s"),
-                )
                 try:
                     async with asyncio.timeout_at(deadline):  # no yield inside it
                         event = await anext(events)
                 except StopAsyncIteration:
                     return
                 except TimeoutError:
+                    which = (
+                        f"a model call may take {self.limits.call_seconds:g} s"
+                        if call_deadline <= run_deadline
+                        else f"a run may take {self.limits.run_seconds:g} s"
+                    )
                     raise UpstreamTimeout(
                         f"model {self.request.model} ran out of time ({which})"
                     ) from None
