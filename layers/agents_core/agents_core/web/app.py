@@ -46,6 +46,7 @@ def _aliases(router: APIRouter) -> APIRouter:
                 aliases.add_api_route(
                     alias + route.path[len(prefix) :],
                     route.endpoint,
+                    route_class_override=type(route),
                     methods=sorted(route.methods),
                     status_code=route.status_code,
                     responses=route.responses,

@@ -33,6 +33,7 @@ from .common import (
     trace_response,
 )
 from .deps import Svc, Tenant
+from .direct_route import DirectRoute
 from .sse import STREAM_DOC, follow_response, sse_response
 
 ResponseId = Annotated[str, Path(pattern=ID_PATTERN)]
@@ -40,7 +41,6 @@ ResponseId = Annotated[str, Path(pattern=ID_PATTERN)]
 router = APIRouter(prefix="/v1/openai/v1/responses", tags=["Responses"])
 
 
-@router.post("", responses={200: {"model": OpenAIResponseObject}})
 async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc: Svc) -> Response:
     if body.background:  # answered at once, `queued`; the background worker runs it
         queued = await svc.background.submit(tenant, body)
@@ -57,6 +57,16 @@ async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc
         )
         return sse_response(_frames(run.events()), recorder)
     return json_response(await run.result())  # RunFailed: the error handler answers
+
+
+# A run's POST skips FastAPI's per-request solving of its parameters (DirectRoute).
+router.add_api_route(
+    "",
+    create_response,
+    methods=["POST"],
+    responses={200: {"model": OpenAIResponseObject}},
+    route_class_override=DirectRoute,
+)
 
 
 @router.post("/input_tokens", response_model=InputTokenCount)

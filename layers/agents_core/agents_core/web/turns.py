@@ -35,17 +35,16 @@ from .common import (
     trace_response,
 )
 from .deps import Provider, Svc, Tenant
+from .direct_route import DirectRoute
 from .reads import turn_response
 from .sse import STREAM_DOC, follow_response, sse_response
 
 turns_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
-resume_router = APIRouter(prefix="/v1/agents", tags=["Agents"])
+#: A run's POSTs skip FastAPI's per-request solving of their parameters (DirectRoute).
+resume_router = APIRouter(prefix="/v1/agents", tags=["Agents"], route_class=DirectRoute)
+_RUN_ANSWER = {200: {"model": Turn, "description": "The Turn, or an SSE stream when stream=true"}}
 
 
-@turns_router.post(
-    "/{agent_id}/session/{session_id}/turn",
-    responses={200: {"model": Turn, "description": "The Turn, or an SSE stream when stream=true"}},
-)
 async def create_turn(
     agent_id: AgentId,
     session_id: SessionId,
@@ -58,10 +57,16 @@ async def create_turn(
     return await _answer(run, svc)
 
 
-@resume_router.post(
-    "/{agent_id}/session/{session_id}/turn/{turn_id}/resume",
-    responses={200: {"model": Turn, "description": "The Turn, or an SSE stream when stream=true"}},
+turns_router.add_api_route(
+    "/{agent_id}/session/{session_id}/turn",
+    create_turn,
+    methods=["POST"],
+    responses=_RUN_ANSWER,
+    route_class_override=DirectRoute,
 )
+
+
+@resume_router.post("/{agent_id}/session/{session_id}/turn/{turn_id}/resume", responses=_RUN_ANSWER)
 async def resume_turn(
     agent_id: AgentId,
     session_id: SessionId,
