@@ -224,3 +224,50 @@ def test_a_grammar_response_format_is_refused_before_any_call():
     grammar = GrammarResponseFormat(type="grammar", bnf={"root": "x"})
     with pytest.raises(InvalidRequest, match="grammar"):
         provider.check(ChatRequest(model="m", messages=plain.messages, response_format=grammar))
+
+
+def test_an_answers_head_is_read_whole_with_either_line_end_after_interim_answers_within_bounds():
+    """The lean client reads a head once its blank line has come: CRLF or bare LF line ends,
+    a 100 Continue before the answer; a head with too many lines, one that passes its size
+    bound, and one cut short by the server are a broken answer, not a hang."""
+    import asyncio
+
+    from agents_core.http1 import Broken, PostClient
+
+    answers = [
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: 1\r\n\r\nok",
+        b"HTTP/1.1 201 Created\nContent-Length: 3\nX-B:  two \n\nyes",
+        b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 101 + b"\r\n",
+        b"HTTP/1.1 200 OK\r\nX: " + b"a" * 300_000,
+        b"HTTP/1.1 200 OK\r\nContent-Le",
+    ]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(2)  # the body, b"{}"
+        writer.write(answers.pop(0))
+        await writer.drain()
+        writer.close()
+
+    async def calls() -> list:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = PostClient(f"http://127.0.0.1:{port}/", {}, timeout=5, connect_timeout=2)
+        results = []
+        async with server:
+            for _ in range(5):
+                try:
+                    answer = await client.post(b"{}")
+                    body = b"".join([part async for part in answer.body()])
+                    answer.close()
+                    results.append((answer.status, answer.headers, body))
+                except Broken as err:
+                    results.append(str(err))
+        return results
+
+    ok, created, *broken = asyncio.run(calls())
+    assert ok == (200, {"content-length": "2", "x-a": "1"}, b"ok")
+    assert created == (201, {"content-length": "3", "x-b": "two"}, b"yes")
+    assert broken == ["the answer's head passes its bounds"] * 2 + [
+        "the answer ended within its head"
+    ]

@@ -20,9 +20,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-#: Bounds on an answer's head: a line of it, and how many header lines.
+#: Bounds on an answer's head: a line of it, how many header lines, and the whole head.
 _MAX_LINE = 65_536
 _MAX_HEADERS = 100
+_MAX_HEAD = 256 * 1024
 #: The largest chunk of a chunked body accepted.
 _MAX_CHUNK = 16 * 1024 * 1024
 #: Bytes buffered unread past which the socket is not read until they are.
@@ -222,6 +223,34 @@ class _Conn(asyncio.Protocol):
                 return b""
             await self._more(timeout)
 
+    async def head(self, timeout: float) -> list[bytes]:
+        """An answer's status line and header lines, without their line ends, read at once when
+        its blank line has arrived (a line at a time cost an await each); [] where the stream
+        ends before any of it."""
+        while True:
+            buffer = self._buffer
+            crlf, lf = buffer.find(b"\n\r\n"), buffer.find(b"\n\n")
+            if crlf >= 0 and (lf < 0 or crlf < lf):
+                end, size = crlf, crlf + 3
+            elif lf >= 0:
+                end, size = lf, lf + 2
+            else:
+                end = size = -1
+            if end >= 0:
+                lines = bytes(buffer[:end]).split(b"\n")
+                del buffer[:size]
+                if len(lines) > _MAX_HEADERS + 1 or any(len(line) > _MAX_LINE for line in lines):
+                    raise Broken("the answer's head passes its bounds")
+                return [line.rstrip(b"\r") for line in lines]
+            if len(buffer) >= _MAX_HEAD:
+                raise Broken("the answer's head passes its bounds")
+            if self._eof:
+                self._raise_lost()
+                if buffer:
+                    raise Broken("the answer ended within its head")
+                return []
+            await self._more(timeout)
+
     async def exactly(self, size: int, timeout: float) -> bytes:
         while len(self._buffer) < size:
             if self._eof:
@@ -340,16 +369,16 @@ class PostClient:
     async def _exchange(self, conn: _Conn, request: bytes, *, kept: bool) -> Answer:
         try:
             await conn.write(request, self.timeout)
-            status_line = await conn.line(self.timeout)
-            if not status_line and kept:
+            head = await conn.head(self.timeout)
+            if not head and kept:
                 raise _Stale
             while True:
-                status, reason = _status(status_line, conn)
-                headers = await _headers(conn, self.timeout)
+                status, reason = _status(head[0] if head else b"", conn)
+                headers = _headers(head[1:])
                 if status >= 200:
                     return Answer(self, conn, status, reason, headers)
                 # An interim answer (100 Continue, 103 Early Hints): the real one follows.
-                status_line = await conn.line(self.timeout)
+                head = await conn.head(self.timeout)
         except (ConnectionResetError, BrokenPipeError) as err:
             conn.close()
             if kept:
@@ -387,14 +416,11 @@ def _status(line: bytes, conn: _Conn) -> tuple[int, str]:
     return int(rest[:3]), rest[4:].decode("latin-1")
 
 
-async def _headers(conn: _Conn, timeout: float) -> dict[str, str]:
+def _headers(lines: list[bytes]) -> dict[str, str]:
     headers: dict[str, str] = {}
-    for _ in range(_MAX_HEADERS):
-        line = await conn.line(timeout)
-        if not line:
-            return headers
+    for line in lines:
         name, sep, value = line.decode("latin-1").partition(":")
         if not sep:
             raise Broken(f"not a header line: {line[:80]!r}")
         headers[name.strip().lower()] = value.strip()
-    raise Broken("too many header lines")
+    return headers
