@@ -310,15 +310,18 @@ class Recording(BaseHTTPRequestHandler):
     its body; keeps each request's headers and JSON body."""
 
     statuses: list[int] = []
+    bodies: list[bytes] = []
     requests: list[tuple[dict, dict]] = []
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.requests.append((dict(self.headers), body))
+        answer = self.bodies.pop(0) if self.bodies else b"{}"
         self.send_response(self.statuses.pop(0) if self.statuses else 200)
-        self.send_header("Content-Length", "2")
+        self.send_header("Content-Length", str(len(answer)))
+        self.send_header("x-amzn-RequestId", "R1")
         self.end_headers()
-        self.wfile.write(b"{}")
+        self.wfile.write(answer)
 
     def log_message(self, *_):
         pass
@@ -326,7 +329,7 @@ class Recording(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def recording(monkeypatch):
-    Recording.statuses, Recording.requests = [], []
+    Recording.statuses, Recording.bodies, Recording.requests = [], [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
@@ -350,6 +353,13 @@ def test_unwatched_a_client_does_what_botocores_handlers_would(
     assert len({body["ClientRequestToken"] for _, body in recording.requests}) == 1
     for headers, _ in recording.requests:
         assert headers["X-Amzn-Trace-Id"].startswith("Root=1-5759e988")
+    failed = b'{"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}'
+    recording.statuses, recording.bodies = [400], [failed]
+    with pytest.raises(client.exceptions.ConditionalCheckFailedException) as caught:
+        calls(client).put_item(TableName=TABLE, Item=ITEM)
+    meta = caught.value.response["ResponseMetadata"]
+    assert meta["HTTPStatusCode"] == 400 and meta["RequestId"] == "R1"
+    assert caught.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
 
 
 def test_unwatched_a_client_emits_botocores_events_once_a_handler_is_registered(

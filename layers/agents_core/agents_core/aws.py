@@ -13,7 +13,7 @@ import random
 import sys
 import time
 from functools import cache, partial
-from typing import Any
+from typing import Any, NamedTuple
 
 #: The services this application calls.
 SERVICES = ("dynamodb", "sqs", "events", "bedrock-runtime", "secretsmanager", "s3vectors", "s3")
@@ -268,7 +268,9 @@ class JsonClient:
             status, answer_headers, data = _blocking().wait(self._connections.apost(body, headers))
         else:
             status, answer_headers, data = self._connections.post(body, headers)
-        return AWSResponse(self._url, status, answer_headers, _Read(data))
+        if self._events.listening:  # handlers of after-call are given botocore's answer
+            return AWSResponse(self._url, status, answer_headers, _Read(data))
+        return _Answer(status, answer_headers, data)
 
 
 class _Observed:
@@ -290,6 +292,15 @@ class _Observed:
         if name.startswith("register"):
             self.listening = True
         return attr
+
+
+class _Answer(NamedTuple):
+    """An answer as `_parse` reads it (what of botocore's AWSResponse it uses), headers with
+    lower-case names."""
+
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
 
 
 class _Read:
