@@ -8,6 +8,8 @@ boto3 honours AWS_ENDPOINT_URL, so local runs against moto need no special case 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import random
 import sys
@@ -323,15 +325,13 @@ class _Signer:
         self._region = region
         self._service = service
         self._key: tuple[tuple[str, str], bytes] | None = None
+        self._stamp: tuple[int, str] = (0, "")
 
     def headers(self, headers: dict[str, str], body: bytes, stamp: str = "") -> dict[str, str]:
         """`headers` (lower-case names) with Host, X-Amz-Date, the token and Authorization;
         `stamp`, the request's time (now unless given)."""
-        import hashlib
-        import hmac
-
         creds = self._credentials.get_frozen_credentials()
-        stamp = stamp or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        stamp = stamp or self._now()
         signed = {**headers, "host": self._host, "x-amz-date": stamp}
         if creds.token:
             signed["x-amz-security-token"] = creds.token
@@ -351,21 +351,25 @@ class _Signer:
             ["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()]
         )
         key = self._signing_key(creds.secret_key, stamp[:8])
-        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        signature = hmac.digest(key, to_sign.encode(), "sha256").hex()
         signed["authorization"] = (
             f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope},"
             f" SignedHeaders={';'.join(names)}, Signature={signature}"
         )
         return signed
 
-    def _signing_key(self, secret: str, day: str) -> bytes:
-        import hashlib
-        import hmac
+    def _now(self) -> str:
+        """X-Amz-Date of now, formatted once a second."""
+        second = int(time.time())
+        if self._stamp[0] != second:
+            self._stamp = (second, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second)))
+        return self._stamp[1]
 
+    def _signing_key(self, secret: str, day: str) -> bytes:
         if self._key is None or self._key[0] != (secret, day):
             key = f"AWS4{secret}".encode()
             for part in (day, self._region, self._service, "aws4_request"):
-                key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+                key = hmac.digest(key, part.encode(), "sha256")
             self._key = ((secret, day), key)
         return self._key[1]
 
