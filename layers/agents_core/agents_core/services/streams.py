@@ -226,7 +226,8 @@ class StreamRecorder:
                 if delay <= 0:
                     break
                 try:
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                    async with asyncio.timeout(delay):  # no task of its own, as wait_for's
+                        await self._wake.wait()
                     self._wake.clear()
                 except TimeoutError:
                     break
