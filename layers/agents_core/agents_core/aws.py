@@ -447,12 +447,7 @@ class _Connections:
         try:
             answer = await self._client.post(body, headers)
             try:
-                parts, size = [], 0
-                async for part in answer.body():
-                    size += len(part)
-                    if size > _MAX_BODY:
-                        raise Broken(f"an answer of more than {_MAX_BODY} bytes")
-                    parts.append(part)
+                data = await answer.read(_MAX_BODY)
             finally:
                 answer.close()
         except ConnectFailed as err:
@@ -461,7 +456,7 @@ class _Connections:
             raise b.ReadTimeoutError(endpoint_url=self._url, error=err) from err
         except (Broken, OSError) as err:
             raise b.ConnectionClosedError(endpoint_url=self._url, error=err) from err
-        return answer.status, answer.headers, b"".join(parts)
+        return answer.status, answer.headers, data
 
     def _exchange(
         self, conn: _Connection, body: bytes, headers: dict[str, str]

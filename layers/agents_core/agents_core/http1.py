@@ -115,6 +115,23 @@ class Answer:
                 yield data
             self._ended = True
 
+    async def read(self, most: int) -> bytes:
+        """The whole body, at most `most` bytes (else Broken). A sized one is read in one
+        wait, without `body()`'s generator: an AWS call's answer."""
+        conn = self._conn
+        assert conn is not None
+        if self._framing == "sized" and self._left <= most:
+            data = await conn.exactly(self._left, self._client.timeout)
+            self._left, self._ended = 0, True
+            return data
+        parts, size = [], 0
+        async for part in self.body():
+            size += len(part)
+            if size > most:
+                raise Broken(f"an answer of more than {most} bytes")
+            parts.append(part)
+        return b"".join(parts)
+
     async def aclose(self) -> None:
         self.close()
 
