@@ -173,7 +173,7 @@ class JsonClient:
         return getattr(self._client, name)
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
-        from botocore.handlers import add_recursion_detection_header, generate_idempotent_uuid
+        from botocore import handlers
 
         model = self._client.meta.service_model.operation_model(operation)
         events = self._events if self._events.listening else None
@@ -184,7 +184,7 @@ class JsonClient:
                 f"before-parameter-build.{event}", params=params, model=model, context=context
             )
         else:
-            generate_idempotent_uuid(params, model)
+            handlers.generate_idempotent_uuid(params, model)
         body = json.dumps(params, separators=(",", ":"), default=_blob_out).encode()
         request = {
             "url_path": "/",
@@ -205,7 +205,7 @@ class JsonClient:
                 context=context,
             )
         else:
-            add_recursion_detection_header(request)
+            handlers.add_recursion_detection_header(request)
         if answered is not None:
             http, parsed = answered
         else:
