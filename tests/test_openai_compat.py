@@ -271,3 +271,44 @@ def test_an_answers_head_is_read_whole_with_either_line_end_after_interim_answer
     assert broken == ["the answer's head passes its bounds"] * 2 + [
         "the answer ended within its head"
     ]
+
+
+def test_a_kept_connections_waits_time_out_whether_their_deadline_is_later_or_earlier():
+    """A connection's waits share one timer. An answer late past the client's timeout is a
+    TimeoutError when the timer was set for an earlier wait (it is set again) and when it was
+    set for a later one (it is moved); on time, the answer is read on the same connection."""
+    import asyncio
+
+    from agents_core.http1 import PostClient
+
+    delays = [0.0, 1.0, 0.0, 1.0]  # the server's pause before each answer
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while delays:
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+                await asyncio.sleep(delays.pop(0))
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client gave up on this connection
+
+    async def calls() -> list[str]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = PostClient(f"http://127.0.0.1:{port}/", {}, timeout=0.3, connect_timeout=2)
+        outcomes = []
+        async with server:
+            for timeout in (0.3, 0.3, 30.0, 0.3):  # the third sets the timer far ahead
+                client.timeout = timeout
+                await asyncio.sleep(0.1)  # the timer set for the last wait fires first
+                try:
+                    answer = await client.post(b"{}")
+                    outcomes.append((await answer.read(100)).decode())
+                    answer.close()
+                except TimeoutError:
+                    outcomes.append("timed out")
+        return outcomes
+
+    assert asyncio.run(calls()) == ["ok", "timed out", "ok", "timed out"]
