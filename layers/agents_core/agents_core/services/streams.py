@@ -171,7 +171,10 @@ class StreamLog:
 class StreamRecorder:
     """Buffers a stream's frames and writes them in the background, a write per flush. A write
     that fails is logged and counted (`StreamEventsNotStored`) and its frames are skipped: the
-    live stream goes on, and a follower sees a gap in the sequence numbers there."""
+    live stream goes on, and a follower sees a gap in the sequence numbers there.
+
+    The writer task starts only once a flush is due (the first frame a flush interval old, or
+    the buffer full): most runs end sooner, and their frames are written once, by `close`."""
 
     def __init__(self, store: StreamEventStore, where: Where, flush_seconds: float) -> None:
         self._store = store
@@ -182,6 +185,7 @@ class StreamRecorder:
         self._oldest = 0.0
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._due: asyncio.TimerHandle | None = None  # starts the task when a flush is due
         self._closing = False
         self._final = True
         self._then: list[Callable[[], None]] = []
@@ -200,7 +204,13 @@ class StreamRecorder:
         if self._chars >= _FLUSH_CHARS:
             self._wake.set()
             self._oldest = -self._flush_seconds  # due now
-        if self._task is None:
+            self._start()
+        elif self._task is None and self._due is None:
+            self._due = asyncio.get_running_loop().call_later(self._flush_seconds, self._start)
+
+    def _start(self) -> None:
+        self._due = None
+        if self._task is None and not self._closing:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self, *, final: bool = True, then: list[Callable[[], None]] = ()) -> None:
@@ -211,6 +221,9 @@ class StreamRecorder:
         if self._closing:
             return
         self._closing, self._final, self._then = True, final, list(then)
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
         if self._task is None:
             await self._flush(final=final)
             return
