@@ -1080,6 +1080,57 @@ def test_a_model_call_that_never_finishes_fails_the_turn_at_its_deadline_and_fre
     assert second.output_message.content == "Fine."
 
 
+def test_a_model_calls_bound_cancels_only_its_own_wait_and_only_past_its_deadline():
+    """One timer bounds a call's awaits: past the deadline, an await the consumer makes between
+    events is left alone and the next wait raises at once; a wait under way is cut to a
+    TimeoutError; a task cancelled from elsewhere stays cancelled."""
+    from agents_core.engine.loop import _Bound
+
+    async def consumer_between_events() -> list[str]:
+        loop = asyncio.get_running_loop()
+        bound = _Bound(loop.time() + 0.05)
+        seen = [await bound.wait(asyncio.sleep(0, "first"))]
+        await asyncio.sleep(0.1)  # the consumer's own await, past the deadline
+        seen.append("consumer not cancelled")
+        try:
+            await bound.wait(asyncio.sleep(10))
+        except TimeoutError:
+            seen.append("next wait timed out")
+        bound.close()
+        return seen
+
+    async def waiting_past_the_deadline() -> str:
+        bound = _Bound(asyncio.get_running_loop().time() + 0.05)
+        try:
+            await bound.wait(asyncio.sleep(10))
+        except TimeoutError:
+            return "timed out"
+        finally:
+            bound.close()
+        return "answered"
+
+    async def cancelled_from_elsewhere() -> str:
+        bound = _Bound(asyncio.get_running_loop().time() + 10)
+        waiting = asyncio.ensure_future(bound.wait(asyncio.sleep(10)))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        try:
+            await waiting
+        except asyncio.CancelledError:
+            return "cancelled"
+        finally:
+            bound.close()
+        return "not cancelled"
+
+    assert asyncio.run(consumer_between_events()) == [
+        "first",
+        "consumer not cancelled",
+        "next wait timed out",
+    ]
+    assert asyncio.run(waiting_past_the_deadline()) == "timed out"
+    assert asyncio.run(cancelled_from_elsewhere()) == "cancelled"
+
+
 def test_the_run_deadline_bounds_a_turn_of_many_model_calls():
     slow_call = [pause_for(0.04), *calls(("call-1", "launch_rockets", "{}"))]
     world = agents(*(copy.deepcopy(slow_call) for _ in range(10)), max_infer_iters=10)

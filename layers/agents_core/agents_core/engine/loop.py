@@ -19,15 +19,17 @@ runs those first (a run that stopped, or crashed, between a reply and its tools'
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from ..errors import UpstreamTimeout
 from ..ids import new_id
 from ..inference import types as model
 from ..inference.types import ChatMessage, ChatRequest, ChatToolCall, Provider, Usage
+
+T = TypeVar("T")
 
 
 def now() -> datetime:
@@ -368,12 +370,11 @@ class AgentLoop:
         allow: a model that keeps a call alive without finishing it (keep-alive comments, a
         trickle of deltas) cannot hold a turn and its session past them."""
         call_deadline = asyncio.get_running_loop().time() + self.limits.call_seconds
-        deadline = min(call_deadline, run_deadline)
+        bound = _Bound(min(call_deadline, run_deadline))
         try:
             while True:
                 try:
-                    async with asyncio.timeout_at(deadline):  # no yield inside it
-                        event = await anext(events)
+                    event = await bound.wait(anext(events))
                 except StopAsyncIteration:
                     return
                 except TimeoutError:
@@ -387,6 +388,7 @@ class AgentLoop:
                     ) from None
                 yield event
         finally:
+            bound.close()
             await events.aclose()
 
     async def _shield(
@@ -443,3 +445,52 @@ async def run_tool(tool: ServerTool | None, call: ChatToolCall) -> ToolResult:
         return ToolResult(call, await tool.call(call.arguments))
     except Exception as err:
         return ToolResult(call, f"Tool `{call.name}` failed: {err}", is_error=True)
+
+
+class _Bound:
+    """A deadline over a model call's awaits, with one timer for the call: what asyncio.timeout
+    does for one await, made and cancelled for every event (about 2% of a turn's
+    instructions). When the timer fires during `wait`, it cancels the task there (and only
+    there: between awaits the consumer has the event, and the next `wait` raises at once)."""
+
+    def __init__(self, deadline: float) -> None:
+        self._task: asyncio.Task | None = None
+        self._waiting = False
+        self._expired = False
+        self._cancelled = False  # the task holds a cancel request of ours
+        self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        self._expired = True
+        if self._waiting and self._task is not None:
+            self._cancelled = True
+            self._task.cancel()
+
+    async def wait(self, awaitable: Awaitable[T]) -> T:
+        """`awaitable`'s result, or TimeoutError once the deadline has passed."""
+        if self._expired:
+            close = getattr(awaitable, "close", None)
+            if close is not None:
+                close()  # never awaited
+            raise TimeoutError
+        self._task, self._waiting = asyncio.current_task(), True
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            if self._cancelled and self._withdraw():
+                raise TimeoutError from None
+            raise  # cancelled from elsewhere too
+        finally:
+            self._waiting = False
+        if self._cancelled:  # what it awaited took our cancel and answered all the same
+            self._withdraw()
+        return result
+
+    def _withdraw(self) -> bool:
+        """Withdraw our cancel request; whether the task holds no other."""
+        assert self._task is not None
+        self._cancelled = False
+        return self._task.uncancel() == 0
+
+    def close(self) -> None:
+        self._timer.cancel()
