@@ -173,7 +173,7 @@ class JsonClient:
         return getattr(self._client, name)
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
-        from botocore import handlers
+        import botocore.handlers as handlers
 
         model = self._client.meta.service_model.operation_model(operation)
         events = self._events if self._events.listening else None
@@ -397,6 +397,7 @@ class _Connections:
         self._lock = threading.Lock()
         self._context: Any = None
         self._client: Any = None  # http1.PostClient, for `apost`
+        self._http1: Any = None  # the module, imported at the first `apost`
 
     @property
     def host(self) -> str:
@@ -405,7 +406,7 @@ class _Connections:
         return self._host if self._port == default else f"{self._host}:{self._port}"
 
     def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-        from botocore import exceptions as b
+        import botocore.exceptions as b  # a package's fromlist is Python's slow path
 
         with self._lock:
             conn = self._idle.pop() if self._idle else None
@@ -435,14 +436,16 @@ class _Connections:
     ) -> tuple[int, dict[str, str], bytes]:
         """`post` on the event loop (`blocking.run`): the same exchange over `http1`'s
         connections, kept for the loop's next call, failures raised as botocore's."""
-        from botocore import exceptions as b
-
-        from .http1 import Broken, ConnectFailed, PostClient
+        import botocore.exceptions as b  # a package's fromlist is Python's slow path
 
         if self._client is None:
-            self._client = PostClient(
+            from . import http1
+
+            self._http1 = http1
+            self._client = http1.PostClient(
                 self._url, {}, timeout=self._read_timeout, connect_timeout=CONNECT_TIMEOUT
             )
+        http1 = self._http1
         headers = {name: value for name, value in headers.items() if name != "host"}
         try:
             answer = await self._client.post(body, headers)
@@ -450,11 +453,11 @@ class _Connections:
                 data = await answer.read(_MAX_BODY)
             finally:
                 answer.close()
-        except ConnectFailed as err:
+        except http1.ConnectFailed as err:
             raise b.EndpointConnectionError(endpoint_url=self._url, error=err) from err
         except TimeoutError as err:
             raise b.ReadTimeoutError(endpoint_url=self._url, error=err) from err
-        except (Broken, OSError) as err:
+        except (http1.Broken, OSError) as err:
             raise b.ConnectionClosedError(endpoint_url=self._url, error=err) from err
         return answer.status, answer.headers, data
 
@@ -472,7 +475,7 @@ class _Connections:
     def _connect(self) -> _Connection:
         import socket
 
-        from botocore import exceptions as b
+        import botocore.exceptions as b  # a package's fromlist is Python's slow path
 
         try:
             sock = socket.create_connection((self._host, self._port), timeout=CONNECT_TIMEOUT)

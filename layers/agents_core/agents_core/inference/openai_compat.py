@@ -87,7 +87,7 @@ class OpenAICompatProvider:
                     if data == b"[DONE]":
                         await _rest_of(events)  # so the connection serves the next call
                         break
-                    chunk = json.loads(data)
+                    chunk = json.loads(data.decode())  # str: no encoding to detect
                     if chunk.get("error"):
                         raise UpstreamFailed(
                             f"model {model} reported an error: {_message_of(chunk['error'])}"

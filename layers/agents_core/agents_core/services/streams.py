@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import blocking, metrics
+from ..errors import RunFailed
 from ..log import logger
 from ..settings import Settings
 from ..store import keys
@@ -79,8 +80,6 @@ def turn_frame(seq: int, item: Any) -> Frame:
     """A turn's stream item as the frame sent for it: `data: <chunk>`, or at the end Llama
     Stack's `data: {"error": ...}` for a RunFailed; its id is the event's index in the turn's
     stream."""
-    from ..errors import RunFailed
-
     if isinstance(item, RunFailed):
         error = {"message": item.message, "status": item.status, **item.ids}
         return Frame(seq, None, json.dumps({"error": error}))
