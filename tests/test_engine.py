@@ -1080,6 +1080,33 @@ def test_a_model_call_that_never_finishes_fails_the_turn_at_its_deadline_and_fre
     assert second.output_message.content == "Fine."
 
 
+def test_a_deltas_chunk_validated_in_one_call_is_the_chunk_built_model_by_model():
+    from agents_core.api.agents import (
+        AgentTurnResponseEvent,
+        AgentTurnResponseStepProgressPayload,
+        AgentTurnResponseStreamChunk,
+    )
+    from agents_core.api.common import TextDelta, ToolCall, ToolCallDelta
+    from agents_core.engine.turn_run import _progress
+
+    call = ToolCall(call_id="c1", tool_name="get_weather", arguments={"city": "Paris"})
+    text = 'a "quoted" \u00e9 line\nand more'
+    cases = [
+        ("s1", {"type": "text", "text": text}, TextDelta(text=text), "inference"),
+        ("s2", *[ToolCallDelta(tool_call='{"ci', parse_status="in_progress")] * 2, "inference"),
+        ("s3", *[ToolCallDelta(tool_call=call, parse_status="succeeded")] * 2, "inference"),
+        ("s4", {"type": "text", "text": "out"}, TextDelta(text="out"), "tool_execution"),
+    ]
+    for step_id, given, delta, step_type in cases:
+        payload = AgentTurnResponseStepProgressPayload(
+            step_type=step_type, step_id=step_id, delta=delta
+        )
+        one_by_one = AgentTurnResponseStreamChunk(event=AgentTurnResponseEvent(payload=payload))
+        built = _progress(step_id, given, step_type)
+        assert built == one_by_one
+        assert built.model_dump_json() == one_by_one.model_dump_json()
+
+
 def test_a_model_calls_bound_cancels_only_its_own_wait_and_only_past_its_deadline():
     """One timer bounds a call's awaits: past the deadline, an await the consumer makes between
     events is left alone and the next wait raises at once; a wait under way is cut to a
