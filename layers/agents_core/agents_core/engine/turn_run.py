@@ -425,10 +425,13 @@ def _progress(
     """A delta's chunk (`delta`: a model, or a delta's fields), validated in one call: a long
     answer makes one for every delta, and building its four models one by one cost half as
     much again."""
-    payload = {"event_type": "step_progress", "step_type": step_type, "step_id": step_id}
-    return AgentTurnResponseStreamChunk.model_validate(
-        {"event": {"payload": {**payload, "delta": delta}}}
-    )
+    payload = {
+        "event_type": "step_progress",
+        "step_type": step_type,
+        "step_id": step_id,
+        "delta": delta,
+    }
+    return AgentTurnResponseStreamChunk.model_validate({"event": {"payload": payload}})
 
 
 def _step_complete(step: Step) -> AgentTurnResponseStreamChunk:
