@@ -299,7 +299,7 @@ def functions(build, aws, model, tmp_path_factory):
                 wait_until_ready(processes[logical_id], url)
         except Exception as err:
             raise AssertionError(f"{err}\n{_logs(logs)}") from err
-        yield agents, urls, logs
+        yield agents, urls, logs, processes
     finally:
         for process in processes.values():
             process.terminate()
@@ -402,7 +402,7 @@ def test_every_module_the_built_code_imports_is_in_the_layer_or_the_runtime(buil
 def test_every_built_function_starts_with_only_its_layer_and_serves_its_events(
     functions, model, aws
 ):
-    agents, urls, logs = functions
+    agents, urls, logs, _ = functions
     try:
         check_turns_resumed_over_http_and_from_the_queue(agents, urls, aws)
         check_the_playground_is_served_by_the_agents_function(agents)
@@ -565,7 +565,7 @@ def test_the_built_background_function_runs_a_queued_response_from_its_queue_mes
     the response ends completed, readable through the responses function."""
     from agents_core.services.resume_queue import lambda_sqs_event
 
-    _, urls, logs = functions
+    _, urls, logs, _ = functions
     model.reset()
     event = load_event("responses/create_response.json")
     body = json.loads(event["body"])
@@ -673,3 +673,43 @@ def test_the_layer_leaves_the_authorizers_jwt_stack_to_the_authorizers_own_build
         assert not (authorizer / package).exists(), package
     resources = template()["Resources"]
     assert "Layers" not in resources["AuthorizerFunction"]["Properties"]
+
+
+def section_names(library: Path) -> list[str]:
+    """The names in a 64-bit little-endian ELF file's section table, read as the format says."""
+    data = library.read_bytes()
+    shoff, shentsize, shnum, names_index = (
+        int.from_bytes(data[0x28:0x30], "little"),
+        *(int.from_bytes(data[at : at + 2], "little") for at in (0x3A, 0x3C, 0x3E)),
+    )
+
+    def field(index: int, at: int, size: int) -> int:
+        start = shoff + index * shentsize + at
+        return int.from_bytes(data[start : start + size], "little")
+
+    names_at = field(names_index, 0x18, 8)
+    found = []
+    for index in range(shnum):
+        start = names_at + field(index, 0, 4)
+        found.append(data[start : data.index(b"\0", start)].decode())
+    return found
+
+
+def test_the_layers_shared_objects_carry_no_symbols_or_debug_information(build):
+    """uvloop's, greenlet's and httptools' wheels ship their debug information (15 MB of
+    uvloop's 16): the layer's copies have none, nor a symbol table."""
+    built, _ = build
+    libraries = list((built["AgentsCoreLayer"] / "python").rglob("*.so"))
+    assert {p.parent.name for p in libraries} >= {"uvloop", "greenlet", "parser"}
+    for library in libraries:
+        names = section_names(library)
+        assert ".dynsym" in names and ".text" in names, library
+        assert not [n for n in names if n.startswith(".debug") or n == ".symtab"], library
+
+
+def test_the_streaming_functions_serve_on_uvloops_event_loop(functions):
+    """run.sh asks uvicorn for uvloop: each server has the layer's (stripped) uvloop loaded."""
+    *_, processes = functions
+    for logical_id in STREAMING:
+        maps = Path(f"/proc/{processes[logical_id].pid}/maps").read_text()
+        assert "/uvloop/loop." in maps, logical_id

@@ -6,9 +6,9 @@ A plain Lambda handler (no Web Adapter): it needs the invocation's remaining tim
 loop lives as long as the container, so the model and tool clients built on it are reused.
 """
 
-import asyncio
 import time
 
+import uvloop
 from agents_core import container
 from agents_core.services import build_services
 from agents_core.services.background import BackgroundWorker
@@ -18,7 +18,7 @@ services = build_services(Settings.from_env())
 worker = BackgroundWorker(services)
 engine = services.responses_engine  # built (imports and all) during init, not on the first event
 services.models.prepare()  # the model client too
-loop = asyncio.new_event_loop()
+loop = uvloop.new_event_loop()  # as run.sh's functions: less CPU per event than asyncio's
 container.init_done()  # what init built is kept out of the collector's way
 
 

@@ -547,7 +547,7 @@ def main() -> None:
 
     print(f"serverless-agents serving http://127.0.0.1:{port} | {description}", flush=True)
     try:
-        Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        Server(uvicorn.Config(app, log_level="warning", loop="uvloop")).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
         sys.exit(130)
 

@@ -32,6 +32,7 @@ import io
 import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -179,6 +180,70 @@ def _prune(site: Path) -> None:
     for pattern in ("*.c", "*.cpp", "*.h", "*.hpp", "*.pyx", "*.pxd"):
         for source in list(site.rglob(pattern)):
             source.unlink()
+    for library in list(site.rglob("*.so*")):
+        if library.is_file():
+            strip_shared_object(library)
+
+
+# ELF64, little-endian (x86_64 and aarch64): the file header, a program header, a section header.
+_ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+_PROGRAM_HEADER = struct.Struct("<IIQQQQQQ")
+_SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")
+_SHF_ALLOC, _SHT_NOBITS = 0x2, 8
+
+
+def strip_shared_object(path: Path) -> bool:
+    """Drop what the dynamic loader never reads from a shared object: its symbol table and
+    debug information (uvloop's, greenlet's and httptools' wheels ship them: 19 MB of the 22 MB
+    they take). The loaded segments stay byte for byte, and with them the sections they hold;
+    the section names follow, then the new section table, as `llvm-strip --strip-all` leaves
+    it (which is not on every machine that runs `sam build`). Whether the file was stripped:
+    anything but a 64-bit little-endian ELF file laid out as linkers lay them out is left as is."""
+    data = path.read_bytes()
+    if data[:6] != b"\x7fELF\x02\x01" or len(data) < _ELF_HEADER.size:
+        return False
+    header = list(_ELF_HEADER.unpack_from(data))
+    phoff, shoff, phentsize, phnum, shentsize, shnum, names_index = (
+        header[5],
+        header[6],
+        header[9],
+        header[10],
+        header[11],
+        header[12],
+        header[13],
+    )
+    if shoff == 0 or shentsize != _SECTION_HEADER.size or not 0 < names_index < shnum:
+        return False
+    segments = [_PROGRAM_HEADER.unpack_from(data, phoff + i * phentsize) for i in range(phnum)]
+    loaded_end = max([phoff + phnum * phentsize, *(s[2] + s[5] for s in segments)])
+    sections = [
+        list(_SECTION_HEADER.unpack_from(data, shoff + i * shentsize)) for i in range(shnum)
+    ]
+    kept = 1  # the null section, then the sections the loader maps, which come first
+    while kept < shnum and sections[kept][2] & _SHF_ALLOC:
+        kept += 1
+    mapped = sections[1:kept]
+    if (
+        any(s[2] & _SHF_ALLOC for s in sections[kept:])
+        or any(s[1] != _SHT_NOBITS and s[4] + s[5] > loaded_end for s in mapped)
+        or any(s[6] >= kept for s in mapped)  # a link to a section that would go
+        or names_index < kept
+    ):
+        return False
+    names = sections[names_index]
+    out = bytearray(data[:loaded_end])
+    out += bytes(-len(out) % 8)
+    table = [*sections[:kept], [*names[:4], len(out), names[5], 0, 0, *names[8:]]]
+    out += data[names[4] : names[4] + names[5]]
+    out += bytes(-len(out) % 8)
+    header[6], header[12], header[13] = len(out), len(table), kept
+    for section in table:
+        out += _SECTION_HEADER.pack(*section)
+    _ELF_HEADER.pack_into(out, 0, *header)
+    if len(out) >= len(data):
+        return False
+    path.write_bytes(out)
+    return True
 
 
 def build(out: Path, target: Target = LAMBDA) -> Path:

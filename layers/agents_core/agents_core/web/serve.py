@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"])
+    parser.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"])
     parser.add_argument("--no-access-log", dest="access_log", action="store_false")
     parser.add_argument("--timeout-keep-alive", type=int, default=5)
     parser.add_argument(
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         host=args.host,
         port=args.port,
         http=args.http,
+        loop=args.loop,
         access_log=args.access_log,
         timeout_keep_alive=args.timeout_keep_alive,
         log_level=args.log_level,
