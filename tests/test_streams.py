@@ -757,9 +757,13 @@ def test_the_text_two_frames_share_at_either_end_is_found_exactly():
         if rng.random() < 0.5:
             a, b = a[::-1], b[::-1]
         limit = min(len(a), len(b))
-        prefix = _shared_prefix(a, b, limit)
-        assert prefix == by_character(a, b, limit, 1), (a, b)
-        assert _shared_suffix(a, b, limit - prefix) == by_character(a, b, limit - prefix, -1)
+        prefix = by_character(a, b, limit, 1)
+        suffix = by_character(a, b, limit - prefix, -1)
+        # Any guess, right or wrong (the share of the frames before), gives the same count.
+        for guess in (0, prefix, rng.randint(0, limit + 2)):
+            assert _shared_prefix(a, b, limit, guess) == prefix, (a, b, guess)
+        for guess in (0, suffix, rng.randint(0, limit + 2)):
+            assert _shared_suffix(a, b, limit - prefix, guess) == suffix, (a, b, guess)
 
 
 def test_a_streamed_answers_deltas_pack_into_a_fraction_of_a_write_unit():
@@ -777,3 +781,20 @@ def test_a_streamed_answers_deltas_pack_into_a_fraction_of_a_write_unit():
     for frames in (turn, response):
         raw = sum(len(f.data) for f in frames)
         assert len(_pack(frames)) < min(1024, raw / 10)
+
+
+def test_a_text_deltas_frame_is_its_chunk_as_pydantic_writes_it():
+    """turn_frame writes a text delta's chunk itself (the chunk a long answer is made of): the
+    same text, byte for byte, as the chunk's model_dump_json, whatever the text holds."""
+    from agents_core.engine.turn_run import _progress
+    from agents_core.services.streams import turn_frame
+
+    rng = random.Random(11)
+    alphabet = [chr(c) for c in range(0x80)] + ["é", "😀", "\u2028", "\ufeff", "\u0085", "\x7f"]
+    for n in range(3_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        step_type = rng.choice(["inference", "tool_execution"])
+        chunk = _progress(f"step-{n}\"", {"type": "text", "text": text}, step_type)
+        assert turn_frame(n, chunk).data == chunk.model_dump_json(), text
+    call = _progress("s", {"type": "tool_call", "tool_call": "{}", "parse_status": "in_progress"})
+    assert turn_frame(1, call).data == call.model_dump_json()

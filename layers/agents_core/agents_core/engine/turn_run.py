@@ -141,6 +141,9 @@ class TurnRun:
             async with aclosing(self.loop.run()) as events:
                 async for event in events:
                     self.trace.observe(event)
+                    if type(event) is L.TextDelta:  # most events: no generator of its own
+                        yield _progress(event.step_id, {"type": "text", "text": event.text})
+                        continue
                     async for chunk in self._on(event):
                         yield chunk
         except Exception as err:  # storage failed or the turn lost its session
@@ -158,8 +161,6 @@ class TurnRun:
         match event:
             case L.ModelCallStarted(step_id=step_id):
                 yield _step_start("inference", step_id)
-            case L.TextDelta(step_id=step_id, text=text):
-                yield _progress(step_id, {"type": "text", "text": text})
             case L.ToolCallDelta(step_id=step_id, arguments=arguments) if arguments:
                 delta = ToolCallDelta(tool_call=arguments, parse_status="in_progress")
                 yield _progress(step_id, delta)
@@ -431,7 +432,9 @@ def _progress(
         "step_id": step_id,
         "delta": delta,
     }
-    return AgentTurnResponseStreamChunk.model_validate({"event": {"payload": payload}})
+    # The validator itself: model_validate's keyword handling cost an eighth as much again.
+    validator = AgentTurnResponseStreamChunk.__pydantic_validator__
+    return validator.validate_python({"event": {"payload": payload}})
 
 
 def _step_complete(step: Step) -> AgentTurnResponseStreamChunk:

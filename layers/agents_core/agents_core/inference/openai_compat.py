@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic_core import from_json
+
 from ..api.common import GrammarResponseFormat, TopKSamplingStrategy, TopPSamplingStrategy
 from ..errors import InvalidRequest, UpstreamFailed, UpstreamTimeout
 from ..http1 import Broken, ConnectFailed, PostClient
@@ -87,7 +89,7 @@ class OpenAICompatProvider:
                     if data == b"[DONE]":
                         await _rest_of(events)  # so the connection serves the next call
                         break
-                    chunk = json.loads(data.decode())  # str: no encoding to detect
+                    chunk = from_json(data)  # a third of json.loads' CPU, once a delta
                     if chunk.get("error"):
                         raise UpstreamFailed(
                             f"model {model} reported an error: {_message_of(chunk['error'])}"
@@ -259,7 +261,7 @@ MAX_EVENT_BYTES = 8 * 1024 * 1024
 async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """The `data` of each Server-Sent Event (its lines joined by newlines), as the events
     arrive. Lines end with LF, CRLF or CR, as the format allows; the bytes stay bytes
-    (json.loads reads UTF-8 itself)."""
+    (the JSON parser reads UTF-8 itself)."""
     pending = b""
     async for part in body:
         text = pending + part

@@ -184,14 +184,15 @@ class TokenCounter(Protocol):
     async def count_tokens(self, request: ChatRequest) -> int: ...
 
 
-async def model_events(
+def model_events(
     provider: Provider, request: ChatRequest, stream: bool
 ) -> AsyncIterator[ChatEvent]:
-    """The model's events: streamed, or from one non-streaming call (a client that does not
-    stream gains nothing from a streamed model call, and Bedrock's Converse is cheaper)."""
-    if stream:
-        async for event in provider.stream(request):
-            yield event
-    else:
-        for event in await provider.complete(request):
-            yield event
+    """The model's events: streamed (the provider's own stream, not passed through one more
+    generator for every delta), or from one non-streaming call (a client that does not stream
+    gains nothing from a streamed model call, and Bedrock's Converse is cheaper)."""
+    return provider.stream(request) if stream else _completed(provider, request)
+
+
+async def _completed(provider: Provider, request: ChatRequest) -> AsyncIterator[ChatEvent]:
+    for event in await provider.complete(request):
+        yield event
