@@ -794,7 +794,29 @@ def test_a_text_deltas_frame_is_its_chunk_as_pydantic_writes_it():
     for n in range(3_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         step_type = rng.choice(["inference", "tool_execution"])
-        chunk = _progress(f"step-{n}\"", {"type": "text", "text": text}, step_type)
+        chunk = _progress(f'step-{n}"', {"type": "text", "text": text}, step_type)
         assert turn_frame(n, chunk).data == chunk.model_dump_json(), text
     call = _progress("s", {"type": "tool_call", "tool_call": "{}", "parse_status": "in_progress"})
     assert turn_frame(1, call).data == call.model_dump_json()
+
+
+def test_a_responses_text_deltas_frame_is_its_event_as_pydantic_writes_it():
+    from agents_core.api.responses.events import OutputTextDelta
+    from agents_core.services.streams import response_frame
+
+    rng = random.Random(12)
+    alphabet = [chr(c) for c in range(0x80)] + ["é", "😀", "\u2028", "\ufeff", "\u0085"]
+    for n in range(3_000):
+        delta = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        event = OutputTextDelta(
+            sequence_number=n,
+            item_id=f"msg_{n}\\",
+            output_index=rng.randint(0, 3),
+            content_index=rng.randint(0, 1),
+            delta=delta,
+        )
+        frame = response_frame(event)
+        assert (frame.seq, frame.event) == (n, "response.output_text.delta")
+        assert frame.data == event.model_dump_json(), delta
+    with_logprobs = event.model_copy(update={"logprobs": [{"token": "a", "logprob": -0.5}]})
+    assert response_frame(with_logprobs).data == with_logprobs.model_dump_json()

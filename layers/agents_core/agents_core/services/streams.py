@@ -32,6 +32,7 @@ from typing import Any
 from .. import blocking, metrics
 from ..api.agents import AgentTurnResponseStepProgressPayload as _Progress
 from ..api.common import TextDelta
+from ..api.responses.events import OutputTextDelta
 from ..errors import RunFailed
 from ..log import logger
 from ..settings import Settings
@@ -76,7 +77,18 @@ class StreamKey:
 
 def response_frame(event: Any) -> Frame:
     """An engine Responses stream event as the frame sent for it."""
-    return Frame(seq=event.sequence_number, event=event.type, data=event.model_dump_json())
+    seq = event.sequence_number
+    if type(event) is OutputTextDelta and not event.logprobs:
+        # A text delta, the event a long answer is made of, written as pydantic writes it.
+        item_id, delta = _json_string(event.item_id), _json_string(event.delta)
+        return Frame(
+            seq,
+            event.type,
+            f'{{"sequence_number":{seq},"type":"response.output_text.delta","item_id":{item_id},'
+            f'"output_index":{event.output_index},"content_index":{event.content_index},'
+            f'"delta":{delta},"logprobs":[]}}',
+        )
+    return Frame(seq=seq, event=event.type, data=event.model_dump_json())
 
 
 def turn_frame(seq: int, item: Any) -> Frame:

@@ -174,14 +174,16 @@ class OutputWriter:
                 yield self.event(ReasoningTextDelta, delta=text, **ids)
                 item.content[0].text += text
             case L.TextDelta(text=text):
-                yield from self._close_reasoning()
+                if self._reasoning is not None:
+                    yield from self._close_reasoning()
                 if self._text is None:
                     yield from self._open_text()
-                found: list[tuple[str, str, int]] = []
                 if self._citations is not None:
                     text, found = self._citations.feed(text)
-                yield from self._write(text)
-                yield from self._cite(found)
+                    yield from self._write(text)
+                    yield from self._cite(found)
+                elif text:  # most deltas: one event, without a generator for it
+                    yield self._text_delta(text)
             case L.ToolCallDelta(index=index, call_id=call_id, name=name, arguments=arguments):
                 yield from self._close_reasoning()
                 yield from self._close_text()
@@ -258,10 +260,12 @@ class OutputWriter:
         )
 
     def _write(self, text: str) -> Iterator[StreamEvent]:
-        if not text:
-            return
+        if text:
+            yield self._text_delta(text)
+
+    def _text_delta(self, text: str) -> StreamEvent:
         assert self._text is not None
-        yield self.event(
+        event = self.event(
             OutputTextDelta,
             item_id=self._text.id,
             output_index=self.index(self._text),
@@ -269,6 +273,7 @@ class OutputWriter:
             delta=text,
         )
         self._text.content[0].text += text
+        return event
 
     def _cite(self, found: list[tuple[str, str, int]]) -> Iterator[StreamEvent]:
         """A `file_citation` annotation where the answer cited a file search result."""
