@@ -392,6 +392,8 @@ def test_frames_are_sent_with_their_sequence_number_as_the_sse_id():
         'id: 7\nevent: response.created\ndata: {"a":1}\n\n'
     )
     assert encode_frame(Frame(0, None, "{}")) == "id: 0\ndata: {}\n\n"
+    # Data of several lines: a data line each, as SSE joins them again.
+    assert encode_frame(Frame(2, None, "a\nb\n")) == "id: 2\ndata: a\ndata: b\ndata: \n\n"
 
     class Event:
         sequence_number, type = 3, "response.completed"

@@ -117,6 +117,8 @@ def turn_frame(seq: int, item: Any) -> Frame:
 def encode_frame(frame: Frame) -> str:
     """The SSE text of a frame; its `id:` is the sequence number a client rejoins after."""
     head = f"id: {frame.seq}\n" + (f"event: {frame.event}\n" if frame.event is not None else "")
+    if "\n" not in frame.data:  # JSON as the serializers write it: one line
+        return f"{head}data: {frame.data}\n\n"
     data = "".join(f"data: {line}\n" for line in frame.data.split("\n"))
     return f"{head}{data}\n"
 
