@@ -273,6 +273,73 @@ def test_an_answers_head_is_read_whole_with_either_line_end_after_interim_answer
     ]
 
 
+def test_a_chunked_body_reads_the_same_whether_its_chunks_arrive_whole_or_in_pieces():
+    """A chunked answer's chunks are taken at once when all of each is there and read as
+    they come otherwise: the same body either way, with extensions, a last chunk and
+    trailers; a chunk whose size or end is wrong is a broken answer in both cases."""
+    import asyncio
+
+    from agents_core.http1 import Broken, PostClient
+
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    parts = [b"hello", b" ", b"a\r\n\nworld\r\n", b"!"]  # data with line ends in it
+    good = b"".join(
+        f"{len(part):X}".encode() + (b";ext=1" if n == 1 else b"") + b"\r\n" + part + b"\r\n"
+        for n, part in enumerate(parts)
+    )
+    good += b"0\r\nX-T: 1\r\n\r\n"
+    bodies = [
+        good,
+        b"5\r\nhello\r\nzz\r\nwhat\r\n0\r\n\r\n",
+        b"5\r\nhello\r\n3\r\nabcdef\r\n0\r\n\r\n",
+    ]
+
+    # In order, on whichever connection asks (a broken answer's connection is not kept).
+    answers = [(body, piecewise) for body in bodies for piecewise in (False, True)]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while answers:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+            except asyncio.IncompleteReadError:
+                break  # the client closed this connection
+            body, piecewise = answers.pop(0)
+            answer = head + body
+            if piecewise:  # a few bytes at a time, each after the reader has waited
+                for i in range(0, len(answer), 3):
+                    writer.write(answer[i : i + 3])
+                    await writer.drain()
+                    await asyncio.sleep(0.002)
+            else:
+                writer.write(answer)
+                await writer.drain()
+        writer.close()
+
+    async def calls() -> list:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = PostClient(f"http://127.0.0.1:{port}/", {}, timeout=5, connect_timeout=2)
+        results = []
+        async with server:
+            for _ in range(len(bodies) * 2):
+                answer = await client.post(b"{}")
+                try:
+                    results.append(b"".join([part async for part in answer.body()]))
+                except Broken as err:
+                    results.append(str(err))
+                finally:
+                    answer.close()
+        return results
+
+    whole, pieces, *broken = asyncio.run(calls())
+    assert whole == pieces == b"".join(parts)
+    assert (
+        broken
+        == ["not a chunk's size: b'zz'"] * 2 + ["a chunk does not end where its size says"] * 2
+    )
+
+
 def test_a_kept_connections_waits_time_out_whether_their_deadline_is_later_or_earlier():
     """A connection's waits share one timer. An answer late past the client's timeout is a
     TimeoutError when the timer was set for an earlier wait (it is set again) and when it was

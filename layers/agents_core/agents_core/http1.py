@@ -26,6 +26,8 @@ _MAX_HEADERS = 100
 _MAX_HEAD = 256 * 1024
 #: The largest chunk of a chunked body accepted.
 _MAX_CHUNK = 16 * 1024 * 1024
+#: Where `whole_chunk` looks for a chunk's size line's end (longer lines take the slow path).
+_SIZE_LINE = 64
 #: Bytes buffered unread past which the socket is not read until they are.
 _HIGH_WATER = 1024 * 1024
 
@@ -86,6 +88,10 @@ class Answer:
         timeout = self._client.timeout
         if self._framing == "chunked":
             while True:
+                data = conn.whole_chunk()
+                if data is not None:  # a model's stream: most chunks arrived whole
+                    yield data
+                    continue
                 line = await conn.line(timeout)
                 try:
                     size = int(line.split(b";", 1)[0], 16)
@@ -266,6 +272,26 @@ class _Conn(asyncio.Protocol):
                     raise Broken("the answer ended within its head")
                 return []
             await self._more(timeout)
+
+    def whole_chunk(self) -> bytes | None:
+        """The next chunk of a chunked body, taken from the buffer without a wait, when all of
+        it is there (its size line, its data, its CRLF) and it is not the last; else None,
+        nothing taken: `line` and `exactly` read it as it comes, and tell what is wrong."""
+        buffer = self._buffer
+        end = buffer.find(b"\n", 0, _SIZE_LINE)
+        if end < 0:
+            return None
+        try:
+            size = int(bytes(buffer[:end]).split(b";", 1)[0], 16)
+        except ValueError:
+            return None
+        start = end + 1
+        stop = start + size
+        if not 0 < size <= _MAX_CHUNK or buffer[stop : stop + 2] != b"\r\n":
+            return None
+        data = bytes(buffer[start:stop])
+        del buffer[: stop + 2]
+        return data
 
     async def exactly(self, size: int, timeout: float) -> bytes:
         while len(self._buffer) < size:
