@@ -79,13 +79,13 @@ async def _live(
             async for frame in frames:
                 if recorder is not None:
                     recorder.add(frame)
-                await queue.put(frame)
+                queue.put_nowait(frame)  # unbounded: put would never wait either
         finally:
             # The end is written (and the event sent) before the client's stream ends: a
             # Lambda may be frozen once its answer is complete.
             if recorder is not None:
                 await recorder.close(final=ended(), then=held)
-            await queue.put(done)
+            queue.put_nowait(done)
 
     task = asyncio.create_task(pump())
     _running.add(task)
