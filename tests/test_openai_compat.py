@@ -226,13 +226,36 @@ def test_a_grammar_response_format_is_refused_before_any_call():
         provider.check(ChatRequest(model="m", messages=plain.messages, response_format=grammar))
 
 
+async def posts(serve, count: int) -> list:
+    """`count` POSTs of `{}` by the lean client to a local server answering with `serve`: each
+    answer as (status, headers, body), or the message of the Broken it raised."""
+    import asyncio
+
+    from agents_core.http1 import Broken, PostClient
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = PostClient(f"http://127.0.0.1:{port}/", {}, timeout=5, connect_timeout=2)
+    results: list = []
+    async with server:
+        for _ in range(count):
+            try:
+                answer = await client.post(b"{}")
+                try:
+                    body = b"".join([part async for part in answer.body()])
+                finally:
+                    answer.close()
+                results.append((answer.status, answer.headers, body))
+            except Broken as err:
+                results.append(str(err))
+    return results
+
+
 def test_an_answers_head_is_read_whole_with_either_line_end_after_interim_answers_within_bounds():
     """The lean client reads a head once its blank line has come: CRLF or bare LF line ends,
     a 100 Continue before the answer; a head with too many lines, one that passes its size
     bound, and one cut short by the server are a broken answer, not a hang."""
     import asyncio
-
-    from agents_core.http1 import Broken, PostClient
 
     answers = [
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: 1\r\n\r\nok",
@@ -249,23 +272,7 @@ def test_an_answers_head_is_read_whole_with_either_line_end_after_interim_answer
         await writer.drain()
         writer.close()
 
-    async def calls() -> list:
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        client = PostClient(f"http://127.0.0.1:{port}/", {}, timeout=5, connect_timeout=2)
-        results = []
-        async with server:
-            for _ in range(5):
-                try:
-                    answer = await client.post(b"{}")
-                    body = b"".join([part async for part in answer.body()])
-                    answer.close()
-                    results.append((answer.status, answer.headers, body))
-                except Broken as err:
-                    results.append(str(err))
-        return results
-
-    ok, created, *broken = asyncio.run(calls())
+    ok, created, *broken = asyncio.run(posts(serve, 5))
     assert ok == (200, {"content-length": "2", "x-a": "1"}, b"ok")
     assert created == (201, {"content-length": "3", "x-b": "two"}, b"yes")
     assert broken == ["the answer's head passes its bounds"] * 2 + [
@@ -278,8 +285,6 @@ def test_a_chunked_body_reads_the_same_whether_its_chunks_arrive_whole_or_in_pie
     they come otherwise: the same body either way, with extensions, a last chunk and
     trailers; a chunk whose size or end is wrong is a broken answer in both cases."""
     import asyncio
-
-    from agents_core.http1 import Broken, PostClient
 
     head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
     parts = [b"hello", b" ", b"a\r\n\nworld\r\n", b"!"]  # data with line ends in it
@@ -316,23 +321,8 @@ def test_a_chunked_body_reads_the_same_whether_its_chunks_arrive_whole_or_in_pie
                 await writer.drain()
         writer.close()
 
-    async def calls() -> list:
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        client = PostClient(f"http://127.0.0.1:{port}/", {}, timeout=5, connect_timeout=2)
-        results = []
-        async with server:
-            for _ in range(len(bodies) * 2):
-                answer = await client.post(b"{}")
-                try:
-                    results.append(b"".join([part async for part in answer.body()]))
-                except Broken as err:
-                    results.append(str(err))
-                finally:
-                    answer.close()
-        return results
-
-    whole, pieces, *broken = asyncio.run(calls())
+    answered = asyncio.run(posts(serve, len(answers)))
+    whole, pieces, *broken = [a[2] if isinstance(a, tuple) else a for a in answered]
     assert whole == pieces == b"".join(parts)
     assert (
         broken
