@@ -822,3 +822,21 @@ def test_a_responses_text_deltas_frame_is_its_event_as_pydantic_writes_it():
         assert frame.data == event.model_dump_json(), delta
     with_logprobs = event.model_copy(update={"logprobs": [{"token": "a", "logprob": -0.5}]})
     assert response_frame(with_logprobs).data == with_logprobs.model_dump_json()
+
+
+def test_a_long_answers_deltas_are_stored_as_what_differs_between_them():
+    """250 deltas as a turn streams them, between the frames of other kinds around them: each
+    delta stored as what it adds to the one before (about 400 bytes in all; 1,200 if each
+    were compressed whole), and read back as they were."""
+    step = '{"event":{"payload":{"event_type":"step_progress","step_type":"inference",'
+    step += '"step_id":"01a21a73-843f-7000-a1fa-400c52733f89","delta":{"type":"text","text":%s}}}}'
+    start = (
+        '{"event":{"payload":{"event_type":"step_start","step_type":"inference","step_id":"s"}}}'
+    )
+    end = '{"event":{"payload":{"event_type":"turn_complete","turn":{"turn_id":"t"}}}}'
+    frames = [Frame(0, None, start)]
+    frames += [Frame(1 + n, None, step % json.dumps(f"word{n} ")) for n in range(250)]
+    frames.append(Frame(251, None, end))
+    packed = _pack(frames)
+    assert _unpack(packed) == frames
+    assert len(packed) < 600
