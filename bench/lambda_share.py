@@ -15,14 +15,16 @@ Printed, each figure at the function's share beside the same figure at a full co
 - for the streaming functions (run.sh with AWS_LWA_INVOKE_MODE=response_stream): what a
   streamed turn, a streamed Responses API response and the resume of a turn paused on a client
   tool add to the model's own time (the wall time to the end of the stream minus a direct
-  streamed call to the model), and their time to the first byte.
+  streamed call to the model), and their time to the first byte; and the same for a new
+  container's first run, on demand and primed at init as in a SnapStart snapshot.
 
 How to read it: the figure at the share is what a deployed function of that size would show,
 with AWS and the model as fast as here; share over full core is what the memory choice costs in
 latency. SnapStart takes cold init off the request path, not the per-request figures. Without a
 writable cgroup it says so in one line and prints the full-core figures only.
 
-    .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--paced] [--period-ms 100]
+    .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--first 3] [--paced]
+        [--period-ms 100]
 """
 
 from __future__ import annotations
@@ -320,6 +322,50 @@ def streaming_figures(
     return out
 
 
+def first_runs(
+    env: dict[str, str], model_url: str, shares: dict[str, float | None], starts: int
+) -> dict[str, dict[bool, float]]:
+    """{run: {primed: ms added to the model's time}}: the first run of a container, each from
+    a fresh process of its function (by code folder, at its share in `shares`) that has just
+    answered the Web Adapter's readiness check; `starts` processes each, median. Primed is
+    init as under SnapStart (PRIME_AT_INIT: what a first request builds is built at init, in
+    the snapshot); else as on demand. The agents and turns functions that set runs up serve
+    at a full core throughout."""
+    import httpx
+
+    http = httpx.Client(timeout=120)
+    model = model_time(http, model_url, 5)
+    kinds = {"streamed turn": "turns", "streamed response": "responses", "resume": "resume"}
+    out: dict[str, dict[bool, float]] = {kind: {} for kind in kinds}
+    with ExitStack() as stack:
+        urls = {
+            name: stack.enter_context(function_server(ROOT, name, env))[0]
+            for name in ("agents", "turns")
+        }
+        setup = Runs(http, model_url, urls)
+        plain, tooled = setup.session(), setup.session(client_tools=[CLIENT_TOOL])
+        for kind, name in kinds.items():
+            for primed in (False, True):
+                taken = []
+                for i in range(starts):
+                    paused = setup.paused(tooled) if name == "resume" else None
+                    fresh = {**env, "PRIME_AT_INIT": "true" if primed else "false"}
+                    with (
+                        cgroup(f"first-{name}", shares[name]) as group,
+                        function_server(ROOT, name, fresh, joining(group)) as (url, _),
+                    ):
+                        http.get(f"{url}/")  # the Web Adapter's readiness check
+                        run = Runs(http, model_url, {**urls, name: url})
+                        if name == "turns":
+                            taken.append(run.turn(plain, f"first {i}")[1])
+                        elif name == "responses":
+                            taken.append(run.response(f"first {i}")[1])
+                        else:
+                            taken.append(run.resume(tooled, paused)[1])
+                out[kind][primed] = (statistics.median(taken) - model) * 1000
+    return out
+
+
 def function_env(aws_endpoint: str, model_url: str) -> dict[str, str]:
     """The environment the functions run with here, their AWS made ready."""
     use_in_process(aws_endpoint, model_url)
@@ -355,6 +401,9 @@ def main() -> None:
     parser.add_argument(
         "--period-ms", type=float, default=PERIOD_US / 1000, help="the cgroups' CFS period"
     )
+    parser.add_argument(
+        "--first", type=int, default=3, help="fresh processes for each first-run figure (0: none)"
+    )
     args = parser.parse_args()
     PERIOD_US = int(args.period_ms * 1000)
     functions = template_functions()
@@ -376,6 +425,8 @@ def main() -> None:
             " byte; a model that answers at once, so each run's CPU is spent in one go"
         )
         print_streaming(full, confined)
+        if args.first:
+            print_first_runs(env, model_url, shares, args.first, confine)
         if args.paced:
             pace = Pace()
             full = streaming_figures(env, model_url, dict.fromkeys(shares), args.runs, pace)
@@ -417,6 +468,25 @@ def print_cold_inits(
             f"{'uvicorn' if f.web_adapter else 'import':<8}"
             f"{there:>10}{full:>11.2f}{ratio:>8}{same}"
         )
+
+
+def print_first_runs(
+    env: dict[str, str], model_url: str, shares: dict[str, float], starts: int, confine: bool
+) -> None:
+    full = first_runs(env, model_url, dict.fromkeys(shares), starts)
+    confined = first_runs(env, model_url, shares, starts) if confine else None
+    print(
+        f"a new container's first run (median of {starts} fresh processes, ms added to the"
+        " model's own time): on demand, and primed at init as in a SnapStart snapshot"
+    )
+    print(f"  {'':<18}{'at share':>10}{'primed':>9}{'full core':>11}{'primed':>9}")
+    for kind, figures in full.items():
+        at = (
+            ("-", "-")
+            if confined is None
+            else tuple(f"{confined[kind][p]:.0f}" for p in (False, True))
+        )
+        print(f"  {kind:<18}{at[0]:>10}{at[1]:>9}{figures[False]:>11.0f}{figures[True]:>9.0f}")
 
 
 def print_streaming(

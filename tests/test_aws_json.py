@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -484,3 +485,14 @@ def test_on_the_loop_other_tasks_run_while_a_call_waits_for_its_answer(monkeypat
     assert answer["Item"] == {"PK": {"S": "p"}, "blob": {"B": b"\x00\xff"}}
     assert seen[0] == "asked" and seen[-1] == "answered"
     assert seen.count("tick") >= 5  # 0.3 s of waiting, a tick each 0.02 s
+
+
+def test_retry_waits_are_drawn_apart_from_random_s_state():
+    """Containers restored from one SnapStart snapshot share `random`'s state: waits drawn
+    from it would send their retries in step. Reseeded alike, the waits still differ."""
+    waits = []
+    for _ in range(2):
+        random.seed(7)
+        waits.append((aws._backoff(3, throttled=True), aws.jitter(0.01, 0.05)))
+    assert waits[0][0] != waits[1][0] and waits[0][1] != waits[1][1]
+    assert all(0 <= wait <= 8 and 0.01 <= spread <= 0.05 for wait, spread in waits)

@@ -204,6 +204,7 @@ def buffered_function(build, logical_id: str, env: dict[str, str]):
             **CREDENTIALS,
             "PATH": "/usr/bin:/bin",
             "AWS_LAMBDA_FUNCTION_NAME": logical_id,
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start",
             "POWERTOOLS_SERVICE_NAME": "serverless-agents",
             **env,
         },
@@ -243,6 +244,8 @@ def functions(build, aws, model, tmp_path_factory):
             "LANG": "C.UTF-8",
             "AWS_ENDPOINT_URL": aws,
             "AWS_LAMBDA_FUNCTION_NAME": logical_id,
+            # Every function runs with SnapStart: its init is the snapshot's, primed.
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start",
             "LAMBDA_TASK_ROOT": str(built[logical_id]),
             "PYTHONPATH": str(runtime),  # in Lambda, the runtime's own packages
             "PYTHONDONTWRITEBYTECODE": "1",  # /opt is read-only in Lambda

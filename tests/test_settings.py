@@ -52,3 +52,18 @@ def test_a_few_values_are_tidied_and_a_few_follow_from_lambda():
 def test_a_value_of_the_wrong_type_names_its_variable():
     with pytest.raises(ValueError, match="MAX_TOOL_CALLS='many' is not a valid int"):
         Settings.from_env({"MAX_TOOL_CALLS": "many"})
+
+
+@pytest.mark.parametrize(
+    ("environ", "primed"),
+    [
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start"}, True),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "provisioned-concurrency"}, True),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}, False),
+        ({}, False),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start", "PRIME_AT_INIT": "false"}, False),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand", "PRIME_AT_INIT": "true"}, True),
+    ],
+)
+def test_init_is_primed_where_lambda_says_no_request_waits_for_it(environ, primed):
+    assert Settings.from_env(environ).prime_at_init is primed

@@ -611,10 +611,20 @@ def pause(seconds: float) -> None:
         time.sleep(seconds)
 
 
+#: Retries' jitter, from os.urandom: `random`'s own state is part of a SnapStart snapshot, the
+#: same in every container restored from it, which would then retry in step.
+_RANDOM = random.SystemRandom()
+
+
+def jitter(low: float, high: float) -> float:
+    """A random wait between `low` and `high` seconds, drawn apart from any other container's."""
+    return _RANDOM.uniform(low, high)
+
+
 def _backoff(attempt: int, *, throttled: bool) -> float:
     """botocore's standard mode: rand(0, 1) * min(scale * 2**attempt, 20 s)."""
     scale = 1 if throttled else 0.025
-    return random.random() * min(scale * 2**attempt, _MAX_BACKOFF)
+    return _RANDOM.random() * min(scale * 2**attempt, _MAX_BACKOFF)
 
 
 def _parse(status: int, headers: Any, body: bytes, attempt: int) -> dict[str, Any]:

@@ -71,6 +71,13 @@ class TurnEventPublisher:
         else:
             held.append(call)
 
+    def prepare(self) -> None:
+        """Create the EventBridge client now (a primed init), not at the first publish."""
+        if self._events is None:
+            from . import aws
+
+            self._events = aws.client("events", attempts=2)
+
     def _publish(self, detail_type: str, detail: dict[str, Any]) -> None:
         entry = {
             "Source": SOURCE,
@@ -79,10 +86,7 @@ class TurnEventPublisher:
             "EventBusName": self.bus_name,
         }
         try:
-            if self._events is None:
-                from . import aws
-
-                self._events = aws.client("events", attempts=2)
+            self.prepare()
             resp = self._events.put_events(Entries=[entry])
             if resp.get("FailedEntryCount"):
                 raise RuntimeError(resp["Entries"][0].get("ErrorMessage", "rejected"))

@@ -43,6 +43,20 @@ class Services:
             found = self._queue_urls[name] = self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
         return found
 
+    def prime(self) -> None:
+        """When init is off the request path (`settings.prime_at_init`: a SnapStart snapshot,
+        provisioned concurrency), build what a first request would: every imported API model's
+        deferred schema and, where an engine was built, the lifecycle events' client. On
+        demand, init and the first request are both a cold start's, and a function would build
+        the schemas of models it never uses."""
+        if not self.settings.prime_at_init:
+            return
+        from ..api.common import build_deferred
+
+        build_deferred()
+        if "publisher" in self.__dict__:  # built with an engine
+            self.publisher.prepare()
+
     @cached_property
     def agents(self):
         """Agents and sessions."""

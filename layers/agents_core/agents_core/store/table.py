@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import random
 import sys
 import time
 from collections.abc import Callable
@@ -12,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..aws import pause
+from ..aws import jitter, pause
 from .items import decode
 
 BATCH = 25  # BatchWriteItem's limit
@@ -201,7 +200,7 @@ class Table:
             except ClientError as err:
                 if attempt + 1 == TRANSACTION_ATTEMPTS or not only_conflicts(err):
                     raise
-                pause(random.uniform(0.01, 0.05) * 2**attempt)
+                pause(jitter(0.01, 0.05) * 2**attempt)
 
     def put_all(self, items: list[dict[str, Any]]) -> None:
         for start in range(0, len(items), BATCH):

@@ -1,0 +1,73 @@
+"""Under SnapStart a function's init runs once, into the snapshot every new container resumes
+from, so what its first request would build is built then (`Services.prime`); on demand it is
+left to the requests that use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .lambda_support import ROOT
+
+#: Run in a fresh interpreter, in the function's folder: its init (app.py), then what it left
+#: unbuilt.
+_INSPECT = """
+import json
+import app
+from agents_core.api.common import ApiModel
+
+deferred, seen, todo = 0, set(), [ApiModel]
+while todo:
+    for model in todo.pop().__subclasses__():
+        if model not in seen:
+            seen.add(model)
+            todo.append(model)
+            deferred += not model.__pydantic_complete__
+publisher = app.services.__dict__.get("publisher")
+print(json.dumps({
+    "models": len(seen),
+    "deferred": deferred,
+    "events_client": publisher is not None and publisher._events is not None,
+}))
+"""
+
+
+def _init(function: str, init_type: str) -> dict:
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(ROOT / "layers" / "agents_core"),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_LAMBDA_INITIALIZATION_TYPE": init_type,
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _INSPECT],
+        cwd=ROOT / "functions" / function,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("function", ["turns", "responses", "resume", "background"])
+def test_under_snapstart_a_function_s_init_builds_what_its_first_request_would(function):
+    """Every API model it imported has its schema, and the lifecycle events' client exists;
+    on demand the same init leaves them to the first requests that use them."""
+    primed = _init(function, "snap-start")
+    assert primed["models"] > 50
+    assert primed["deferred"] == 0
+    assert primed["events_client"]
+
+    on_demand = _init(function, "on-demand")
+    assert on_demand["models"] == primed["models"]
+    assert on_demand["deferred"] > 50
+    assert not on_demand["events_client"]
