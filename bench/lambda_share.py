@@ -15,16 +15,19 @@ Printed, each figure at the function's share beside the same figure at a full co
 - for the streaming functions (run.sh with AWS_LWA_INVOKE_MODE=response_stream): what a
   streamed turn, a streamed Responses API response and the resume of a turn paused on a client
   tool add to the model's own time (the wall time to the end of the stream minus a direct
-  streamed call to the model), and their time to the first byte; and the same for a new
-  container's first run, on demand and primed at init as in a SnapStart snapshot.
+  streamed call to the model), and their time to the first byte: runs back to back (each may
+  find the period's share spent by the one before, as under a steady stream of instant
+  answers), then each after an idle gap (as a run finds a container that waited on its last
+  model); and a new container's first run, on demand and primed at init as in a SnapStart
+  snapshot.
 
 How to read it: the figure at the share is what a deployed function of that size would show,
 with AWS and the model as fast as here; share over full core is what the memory choice costs in
 latency. SnapStart takes cold init off the request path, not the per-request figures. Without a
 writable cgroup it says so in one line and prints the full-core figures only.
 
-    .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--first 3] [--paced]
-        [--period-ms 100]
+    .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--gap-ms 300] [--first 3]
+        [--paced] [--period-ms 100]
 """
 
 from __future__ import annotations
@@ -289,11 +292,13 @@ def streaming_figures(
     shares: dict[str, float | None],
     runs: int,
     pace: Pace | None = None,
+    gap: float = 0.0,
 ) -> dict[str, tuple[float, float]]:
     """{run: (ms added to the model's time, ms to the first byte)}: each streaming function (by
     code folder) in a cgroup of its share in `shares` (None: a full core); the agents function,
     which only sets up, at a full core. `pace`: the model streams so in the timed runs (the
-    warm-up runs are answered at once)."""
+    warm-up runs are answered at once). `gap`: seconds each timed run waits first, the function
+    idle (0: back to back, so a run may find its share of the period spent by the one before)."""
     import httpx
 
     http = httpx.Client(timeout=60)
@@ -316,7 +321,10 @@ def streaming_figures(
             for i in range(3):
                 one(i)  # warm: each container's first requests build what they need
             run.pace = pace
-            taken = [one(i) for i in range(runs)]
+            taken = []
+            for i in range(runs):
+                time.sleep(gap)
+                taken.append(one(i))
             added = (statistics.median(t[1] for t in taken) - model) * 1000
             out[kind] = (added, statistics.median(t[0] for t in taken) * 1000)
     return out
@@ -402,6 +410,9 @@ def main() -> None:
         "--period-ms", type=float, default=PERIOD_US / 1000, help="the cgroups' CFS period"
     )
     parser.add_argument(
+        "--gap-ms", type=float, default=300, help="also runs after this idle time (0: not)"
+    )
+    parser.add_argument(
         "--first", type=int, default=3, help="fresh processes for each first-run figure (0: none)"
     )
     args = parser.parse_args()
@@ -425,6 +436,17 @@ def main() -> None:
             " byte; a model that answers at once, so each run's CPU is spent in one go"
         )
         print_streaming(full, confined)
+        if args.gap_ms:
+            gap = args.gap_ms / 1000
+            full = streaming_figures(env, model_url, dict.fromkeys(shares), args.runs, gap=gap)
+            confined = (
+                streaming_figures(env, model_url, shares, args.runs, gap=gap) if confine else None
+            )
+            print(
+                f"the same, each run after the function idled {args.gap_ms:g} ms (as a run"
+                " finds a container whose last run ended before: its share of a period unspent)"
+            )
+            print_streaming(full, confined)
         if args.first:
             print_first_runs(env, model_url, shares, args.first, confine)
         if args.paced:
