@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(PY) bench/instructions.py
 	$(PY) bench/cpu_per_turn.py
 	$(PY) bench/lambda_share.py --paced
+	$(PY) bench/tls_context.py
 
 $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)

@@ -18,6 +18,7 @@ from .lambda_support import ROOT
 _INSPECT = """
 import json
 import app
+from agents_core import http1
 from agents_core.api.common import ApiModel
 
 deferred, seen, todo = 0, set(), [ApiModel]
@@ -32,6 +33,7 @@ print(json.dumps({
     "models": len(seen),
     "deferred": deferred,
     "events_client": publisher is not None and publisher._events is not None,
+    "tls_contexts": http1.tls_context.cache_info().currsize,
 }))
 """
 
@@ -60,14 +62,17 @@ def _init(function: str, init_type: str) -> dict:
 
 @pytest.mark.parametrize("function", ["turns", "responses", "resume", "background"])
 def test_under_snapstart_a_function_s_init_builds_what_its_first_request_would(function):
-    """Every API model it imported has its schema, and the lifecycle events' client exists;
-    on demand the same init leaves them to the first requests that use them."""
+    """Every API model it imported has its schema, the TLS context its HTTPS clients share has
+    its certificates loaded, and the lifecycle events' client exists; on demand the same init
+    leaves them to the first requests that use them."""
     primed = _init(function, "snap-start")
     assert primed["models"] > 50
     assert primed["deferred"] == 0
     assert primed["events_client"]
+    assert primed["tls_contexts"] == 1
 
     on_demand = _init(function, "on-demand")
     assert on_demand["models"] == primed["models"]
     assert on_demand["deferred"] > 50
     assert not on_demand["events_client"]
+    assert on_demand["tls_contexts"] == 0

@@ -495,13 +495,14 @@ class _Connections:
         return _Connection(sock)
 
     def _tls_context(self) -> Any:
-        """Certificates as botocore verifies them (its bundle, or certifi's)."""
+        """Certificates as botocore verifies them (its bundle, or certifi's), in the context
+        every client checking them shares (`http1.tls_context`)."""
         if self._context is None:
-            import ssl
-
             from botocore.httpsession import get_cert_path
 
-            self._context = ssl.create_default_context(cafile=get_cert_path(True))
+            from . import http1
+
+            self._context = http1.tls_context(get_cert_path(True))
         return self._context
 
 

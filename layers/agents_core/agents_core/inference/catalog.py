@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..http1 import default_tls_context
 from ..log import logger
 from .router import BEDROCK_PREFIX, OFFLINE_MODEL, InferenceSettings
 
@@ -97,7 +98,7 @@ class ModelCatalog:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         url = f"{self.settings.openai_base_url.rstrip('/')}/models"
         async with (
-            httpx.AsyncClient(timeout=LIST_TIMEOUT_SECONDS) as client,
+            httpx.AsyncClient(timeout=LIST_TIMEOUT_SECONDS, verify=default_tls_context()) as client,
             client.stream("GET", url, headers=headers) as response,
         ):
             response.raise_for_status()

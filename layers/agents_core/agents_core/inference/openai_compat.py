@@ -20,7 +20,7 @@ from pydantic_core import from_json
 
 from ..api.common import GrammarResponseFormat, TopKSamplingStrategy, TopPSamplingStrategy
 from ..errors import InvalidRequest, UpstreamFailed, UpstreamTimeout
-from ..http1 import Broken, ConnectFailed, PostClient
+from ..http1 import Broken, ConnectFailed, PostClient, default_tls_context
 from .types import (
     ChatEvent,
     ChatMessage,
@@ -344,7 +344,9 @@ class _ProxiedHTTP:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # kept-alive connections belong to their loop
             timeout = httpx.Timeout(self._timeout[0], connect=self._timeout[1])
-            self._client = httpx.AsyncClient(headers=self._headers, timeout=timeout)
+            self._client = httpx.AsyncClient(
+                headers=self._headers, timeout=timeout, verify=default_tls_context()
+            )
             self._loop = loop
         request = self._client.build_request("POST", self._url, content=body)
         with _as_model_http_errors():

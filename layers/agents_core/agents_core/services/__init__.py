@@ -46,14 +46,17 @@ class Services:
     def prime(self) -> None:
         """When init is off the request path (`settings.prime_at_init`: a SnapStart snapshot,
         provisioned concurrency), build what a first request would: every imported API model's
-        deferred schema and, where an engine was built, the lifecycle events' client. On
+        deferred schema, the TLS context its HTTPS connections share (certificates loaded, no
+        connection opened) and, where an engine was built, the lifecycle events' client. On
         demand, init and the first request are both a cold start's, and a function would build
         the schemas of models it never uses."""
         if not self.settings.prime_at_init:
             return
+        from .. import http1
         from ..api.common import build_deferred
 
         build_deferred()
+        http1.default_tls_context()
         if "publisher" in self.__dict__:  # built with an engine
             self.publisher.prepare()
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 
 import httpx
 
+from ..http1 import default_tls_context
 from .guard import OutboundGuard
 
 
@@ -49,7 +50,7 @@ class _GuardedTransport(httpx.AsyncBaseTransport):
         self._guard = guard
         self._max = max_response_bytes
         self._on_too_large = on_too_large
-        self._inner = httpx.AsyncHTTPTransport()
+        self._inner = httpx.AsyncHTTPTransport(verify=default_tls_context())
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         addresses = await self._guard.resolve(str(request.url))

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
+from ..http1 import default_tls_context
 from ..settings import Settings
 from .base import ToolDefinition, ToolFailed, parse_arguments
 
@@ -121,7 +122,9 @@ class TavilyWebSearch:
         body = {"query": query, "max_results": max_results}
         try:
             async with (
-                httpx.AsyncClient(timeout=httpx.Timeout(self._timeout)) as client,
+                httpx.AsyncClient(
+                    timeout=httpx.Timeout(self._timeout), verify=default_tls_context()
+                ) as client,
                 client.stream(
                     "POST", self._url, json=body, headers={"Authorization": f"Bearer {key}"}
                 ) as response,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UpstreamFailed, UpstreamTimeout
+from ..http1 import default_tls_context
 
 _RETRIED = {408, 409, 429, 500, 502, 503, 504}
 #: The longest wait a Retry-After may ask for before the next attempt.
@@ -68,6 +69,7 @@ class OpenAICompatEmbedder:
             self._client = httpx.Client(
                 headers=headers,
                 timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 5.0)),
+                verify=default_tls_context(),
             )
         return self._client
 
