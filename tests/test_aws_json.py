@@ -496,3 +496,20 @@ def test_retry_waits_are_drawn_apart_from_random_s_state():
         waits.append((aws._backoff(3, throttled=True), aws.jitter(0.01, 0.05)))
     assert waits[0][0] != waits[1][0] and waits[0][1] != waits[1][1]
     assert all(0 <= wait <= 8 and 0.01 <= spread <= 0.05 for wait, spread in waits)
+
+
+def test_a_secret_is_read_through_it_as_botocore_reads_it(endpoint, monkeypatch):
+    """GetSecretValue (JSON 1.1) through the lean path: the same answer as botocore's, and a
+    missing secret is botocore's error."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    plain = boto3.client("secretsmanager", region_name="us-east-1")
+    name = f"model-key-{time.time_ns()}"
+    plain.create_secret(Name=name, SecretString='{"api_key": "sk-test"}')
+    secrets = aws.client("secretsmanager")
+    assert isinstance(secrets, aws.JsonClient)
+    fast = secrets.get_secret_value(SecretId=name)
+    slow = plain.get_secret_value(SecretId=name)
+    for field in ("ARN", "Name", "SecretString", "VersionId", "VersionStages"):
+        assert fast[field] == slow[field]
+    with pytest.raises(secrets.exceptions.ResourceNotFoundException):
+        secrets.get_secret_value(SecretId=f"{name}-missing")

@@ -18,7 +18,7 @@ from .lambda_support import ROOT
 _INSPECT = """
 import json
 import app
-from agents_core import http1
+from agents_core import http1, secrets
 from agents_core.api.common import ApiModel
 
 deferred, seen, todo = 0, set(), [ApiModel]
@@ -34,6 +34,8 @@ print(json.dumps({
     "deferred": deferred,
     "events_client": publisher is not None and publisher._events is not None,
     "tls_contexts": http1.tls_context.cache_info().currsize,
+    "secrets_client": secrets._client is not None,
+    "secrets_read": len(secrets._values),
 }))
 """
 
@@ -47,6 +49,8 @@ def _init(function: str, init_type: str) -> dict:
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_LAMBDA_INITIALIZATION_TYPE": init_type,
         "POWERTOOLS_METRICS_DISABLED": "true",
+        "OPENAI_BASE_URL": "https://model.example/v1",
+        "OPENAI_API_KEY_SECRET_ID": "model-key",
     }
     done = subprocess.run(
         [sys.executable, "-c", _INSPECT],
@@ -63,16 +67,19 @@ def _init(function: str, init_type: str) -> dict:
 @pytest.mark.parametrize("function", ["turns", "responses", "resume", "background"])
 def test_under_snapstart_a_function_s_init_builds_what_its_first_request_would(function):
     """Every API model it imported has its schema, the TLS context its HTTPS clients share has
-    its certificates loaded, and the lifecycle events' client exists; on demand the same init
-    leaves them to the first requests that use them."""
+    its certificates loaded, and the lifecycle events' and Secrets Manager's clients exist (the
+    model's key is not read: a rotated key reaches restored containers); on demand the same
+    init leaves them to the first requests that use them."""
     primed = _init(function, "snap-start")
     assert primed["models"] > 50
     assert primed["deferred"] == 0
     assert primed["events_client"]
     assert primed["tls_contexts"] == 1
+    assert primed["secrets_client"] and primed["secrets_read"] == 0  # the key is read later
 
     on_demand = _init(function, "on-demand")
     assert on_demand["models"] == primed["models"]
     assert on_demand["deferred"] > 50
     assert not on_demand["events_client"]
     assert on_demand["tls_contexts"] == 0
+    assert not on_demand["secrets_client"]

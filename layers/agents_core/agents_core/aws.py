@@ -1,6 +1,7 @@
 """AWS clients for every function: one botocore session, bounded timeouts, a quick data loader,
-and for the calls on every turn's path (DynamoDB's item operations, EventBridge's PutEvents) a
-thin JSON-protocol client (`JsonClient`).
+and for the calls on every turn's path (DynamoDB's item operations, EventBridge's PutEvents)
+and a container's first (Secrets Manager's GetSecretValue) a thin JSON-protocol client
+(`JsonClient`).
 
 boto3 honours AWS_ENDPOINT_URL, so local runs against moto need no special case here.
 """
@@ -67,6 +68,10 @@ FAST_OPERATIONS = {
         "TransactGetItems",
     ),
     "events": ("PutEvents",),
+    # Read once per container, at its first run: the lean path, and the TLS context every
+    # client shares, rather than botocore's, which loads the CA bundle per connection (its
+    # timestamps, as CreatedDate, stay the wire's numbers: only SecretString is read).
+    "secretsmanager": ("GetSecretValue",),
 }
 
 CONNECT_TIMEOUT = 2
@@ -74,7 +79,7 @@ CONNECT_TIMEOUT = 2
 
 def client(service: str, *, read_timeout: float = 5, attempts: int = 4) -> Any:
     """A client whose calls fail fast (bounded connect/read timeouts) instead of eating a Lambda.
-    For DynamoDB and EventBridge, a `JsonClient` over the botocore client."""
+    For DynamoDB, EventBridge and Secrets Manager, a `JsonClient` over the botocore client."""
     from botocore.config import Config
 
     fast = FAST_OPERATIONS.get(service)

@@ -14,6 +14,7 @@ from typing import Any
 
 _values: dict[str, str] = {}
 _lock = threading.Lock()
+_client: Any = None  # the application's Secrets Manager client, made once
 
 
 class SecretUnavailable(Exception):
@@ -49,19 +50,31 @@ def model_api_key(secret_id: str, client: Any = None) -> str:
     return values[0]
 
 
+def prepare() -> None:
+    """Make the application's Secrets Manager client now (a primed init), not at the first read;
+    the value itself is still read at its first use, so a rotated secret reaches the containers
+    started after the rotation."""
+    global _client
+    if _client is None:
+        from . import aws
+
+        _client = aws.client("secretsmanager", attempts=3)
+
+
 def forget() -> None:
-    """Drop the cached values (tests)."""
+    """Drop the cached values and the client (tests)."""
+    global _client
     with _lock:
         _values.clear()
+        _client = None
 
 
 def _fetch(secret_id: str, client: Any) -> str:
     from botocore.exceptions import BotoCoreError, ClientError
 
     if client is None:
-        from . import aws
-
-        client = aws.client("secretsmanager", attempts=3)
+        prepare()
+        client = _client
     try:
         text = client.get_secret_value(SecretId=secret_id).get("SecretString")
     except ClientError as err:

@@ -59,6 +59,10 @@ class Services:
         http1.default_tls_context()
         if "publisher" in self.__dict__:  # built with an engine
             self.publisher.prepare()
+        if self.settings.openai_api_key_secret_id:  # the model's key, read at the first call
+            from .. import secrets
+
+            secrets.prepare()
 
     @cached_property
     def agents(self):
