@@ -478,7 +478,9 @@ def tls_context(cafile: str | None, capath: str | None = None) -> Any:
     """The client TLS context of a set of trusted certificates, one per process, shared by every
     connection that checks them: loading certifi's bundle takes about 35 ms of CPU at a full
     core, 0.3 s at 192 MB's share, and a new container's first run would otherwise load it
-    once per client (DynamoDB, EventBridge, the model)."""
+    once per client (DynamoDB, EventBridge, the model). It offers HTTP/1.1 alone (ALPN), as
+    httpx sets it at each connection unless a client asks for HTTP/2: such a client needs a
+    context of its own, or it would offer h2 on this module's connections too."""
     import ssl
 
     context = ssl.create_default_context(cafile=cafile, capath=capath)
