@@ -463,6 +463,25 @@ def test_every_function_resumes_from_a_snapstart_snapshot_and_is_called_only_thr
     assert all(any(f"${{{alias}}}" in uri for alias in aliases.values()) for uri in integrations)
 
 
+def test_the_web_adapter_is_one_that_takes_part_in_snapstart():
+    """The Web Adapter before 1.1.0 (layer 30) takes no part in SnapStart's lifecycle: before
+    1.0.0 it pooled its connections to the app, which a snapshot could hand out dead after a
+    restore (the adapter's changelog), and before 1.1.0 nothing checked the app was ready
+    after a restore."""
+    doc = template()
+    version = doc["Parameters"]["LambdaWebAdapterLayerVersion"]
+    assert version["Default"] >= 30 and version["MinValue"] >= 30
+    adapted = [
+        props
+        for props in (r["Properties"] for r in functions(doc["Resources"]).values())
+        if props.get("Handler") == "run.sh"
+    ]
+    assert len(adapted) == 4
+    for props in adapted:
+        (layer,) = [str(layer) for layer in props["Layers"] if "LambdaAdapterLayer" in str(layer)]
+        assert "${LambdaWebAdapterLayerVersion}" in layer
+
+
 def test_the_stage_and_each_tenant_are_throttled_and_tenants_have_a_daily_quota():
     doc = template()
     parameters, resources = doc["Parameters"], doc["Resources"]
