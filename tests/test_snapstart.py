@@ -40,7 +40,7 @@ print(json.dumps({
 """
 
 
-def _init(function: str, init_type: str) -> dict:
+def _init(function: str, init_type: str, inspect: str = _INSPECT, **extra: str) -> dict:
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(ROOT / "layers" / "agents_core"),
@@ -51,9 +51,10 @@ def _init(function: str, init_type: str) -> dict:
         "POWERTOOLS_METRICS_DISABLED": "true",
         "OPENAI_BASE_URL": "https://model.example/v1",
         "OPENAI_API_KEY_SECRET_ID": "model-key",
+        **extra,
     }
     done = subprocess.run(
-        [sys.executable, "-c", _INSPECT],
+        [sys.executable, "-c", inspect],
         cwd=ROOT / "functions" / function,
         env=env,
         capture_output=True,
@@ -83,3 +84,27 @@ def test_under_snapstart_a_function_s_init_builds_what_its_first_request_would(f
     assert not on_demand["events_client"]
     assert on_demand["tls_contexts"] == 0
     assert not on_demand["secrets_client"]
+
+
+_INSPECT_AUTHORIZER = """
+import json
+import app
+from agents_core import http1
+from agents_core.auth import tokens
+
+print(json.dumps({
+    "tls_contexts": http1.tls_context.cache_info().currsize,
+    "jwks_context": tokens._tls_context.cache_info().currsize,
+}))
+"""
+
+
+def test_under_snapstart_the_authorizer_s_init_loads_the_certificates_its_first_call_would():
+    """Its DynamoDB client's (the key store) and, with JWTs on, the JWKS fetch's: a new
+    authorizer container's first request, on every API call it authorizes, no longer loads
+    them at the authorizer's share of a CPU."""
+    jwt = {"JWT_ISSUER": "https://issuer.example", "JWT_AUDIENCE": "app", "TABLE_NAME": "agents"}
+    primed = _init("authorizer", "snap-start", _INSPECT_AUTHORIZER, **jwt)
+    assert primed == {"tls_contexts": 1, "jwks_context": 1}
+    on_demand = _init("authorizer", "on-demand", _INSPECT_AUTHORIZER, **jwt)
+    assert on_demand == {"tls_contexts": 0, "jwks_context": 0}

@@ -2,19 +2,24 @@
 to tenants (agents_core.auth)."""
 
 from agents_core import aws
+from agents_core.auth import tokens
 from agents_core.auth.authorizer import authorize
 from agents_core.auth.store import KeyStore
-from agents_core.auth.tokens import verifier
 from agents_core.log import logger
 from agents_core.settings import Settings
 
 settings = Settings.from_env()
-store = KeyStore(aws.client("dynamodb", read_timeout=2, attempts=2), settings.table_name)
+dynamodb = aws.client("dynamodb", read_timeout=2, attempts=2)
+store = KeyStore(dynamodb, settings.table_name)
 try:
-    jwts = verifier(settings)  # None without JwtIssuer; PyJWT is imported at the first JWT
+    jwts = tokens.verifier(settings)  # None without JwtIssuer; PyJWT is imported at the first JWT
 except ValueError as err:  # keys keep working; every JWT is refused
     logger.error("JWTs are off: the JWT configuration is unusable", error=str(err))
     jwts = None
+if settings.prime_at_init:  # SnapStart: the first request's TLS contexts go into the snapshot
+    dynamodb.prepare()
+    if jwts is not None:
+        tokens.prepare()
 
 
 @logger.inject_lambda_context

@@ -177,6 +177,11 @@ class JsonClient:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
+    def prepare(self) -> None:
+        """Build the TLS context its connections verify with (a primed init), not at the first
+        connection; none is opened."""
+        self._connections.prepare()
+
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
         import botocore.handlers as handlers
 
@@ -404,6 +409,11 @@ class _Connections:
         self._client: Any = None  # http1.PostClient, for `apost`
         self._http1: Any = None  # the module, imported at the first `apost`
 
+    def prepare(self) -> None:
+        """The TLS context both exchanges verify with, for an HTTPS endpoint."""
+        if self._tls:
+            self._tls_context()
+
     @property
     def host(self) -> str:
         """The Host header: the name, and the port unless it is the scheme's own."""
@@ -448,7 +458,11 @@ class _Connections:
 
             self._http1 = http1
             self._client = http1.PostClient(
-                self._url, {}, timeout=self._read_timeout, connect_timeout=CONNECT_TIMEOUT
+                self._url,
+                {},
+                timeout=self._read_timeout,
+                connect_timeout=CONNECT_TIMEOUT,
+                certificates=_certificates(),
             )
         http1 = self._http1
         headers = {name: value for name, value in headers.items() if name != "host"}
@@ -500,15 +514,20 @@ class _Connections:
         return _Connection(sock)
 
     def _tls_context(self) -> Any:
-        """Certificates as botocore verifies them (its bundle, or certifi's), in the context
-        every client checking them shares (`http1.tls_context`)."""
+        """The context every client checking these certificates shares (`http1.tls_context`)."""
         if self._context is None:
-            from botocore.httpsession import get_cert_path
-
             from . import http1
 
-            self._context = http1.tls_context(get_cert_path(True))
+            self._context = http1.tls_context(*_certificates())
         return self._context
+
+
+def _certificates() -> tuple[str, None]:
+    """Certificates as botocore verifies them (certifi's bundle where installed, else its own),
+    for both of JsonClient's exchanges."""
+    from botocore.httpsession import get_cert_path
+
+    return get_cert_path(True), None
 
 
 class _Unreadable(Exception):

@@ -362,8 +362,16 @@ class PostClient:
     Connections belong to the event loop that opened them: a new loop starts afresh."""
 
     def __init__(
-        self, url: str, headers: dict[str, str], *, timeout: float, connect_timeout: float
+        self,
+        url: str,
+        headers: dict[str, str],
+        *,
+        timeout: float,
+        connect_timeout: float,
+        certificates: tuple[str | None, str | None] | None = None,
     ) -> None:
+        """`certificates`: (CA file, CA directory) to verify the server with; by default
+        `default_certificates`, read at the first connection."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url}")
@@ -381,6 +389,7 @@ class PostClient:
         self._idle: list[_Conn] = []
         self._loop: Any = None
         self._ssl: Any = None
+        self._certificates = certificates
 
     async def post(self, body: bytes, headers: dict[str, str] | None = None) -> Answer:
         """Send the request, with `headers` besides the fixed ones; the answer once its head
@@ -452,7 +461,7 @@ class PostClient:
 
     def _tls_context(self) -> Any:
         if self._ssl is None:
-            self._ssl = default_tls_context()
+            self._ssl = tls_context(*(self._certificates or default_certificates()))
         return self._ssl
 
 

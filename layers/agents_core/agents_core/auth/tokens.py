@@ -20,6 +20,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -120,13 +121,29 @@ class Jwks:
             def redirect_request(self, *args: Any, **kwargs: Any) -> None:
                 return None  # the 3xx is then an error
 
-        opener = urllib.request.build_opener(NoRedirect)
+        https = urllib.request.HTTPSHandler(context=_tls_context())
+        opener = urllib.request.build_opener(NoRedirect, https)
         with opener.open(self.url, timeout=self.timeout) as resp:
             body = resp.read(self.max_bytes + 1)
         if len(body) > self.max_bytes:
             raise ValueError(f"JWKS larger than {self.max_bytes} bytes")
         keys = json.loads(body)["keys"]
         return {k["kid"]: k for k in keys if isinstance(k, dict) and isinstance(k.get("kid"), str)}
+
+
+@cache
+def _tls_context() -> Any:
+    """The system's certificates, loaded once per process (each fetch would load them again,
+    a few hundred milliseconds of CPU at the authorizer's share); built at init when it is
+    primed (`prepare`)."""
+    import ssl
+
+    return ssl.create_default_context()
+
+
+def prepare() -> None:
+    """What the first JWKS fetch would build (a primed init, SnapStart): its TLS context."""
+    _tls_context()
 
 
 class JwtVerifier:
