@@ -69,17 +69,23 @@ def function_server(
 
 def run_sh_command(root: Path, name: str, port: int) -> list[str]:
     """The command the function's run.sh execs (this interpreter for its `python`, `port` for
-    its $PORT), so another checkout is served as it would be. Before run.sh named an HTTP
+    its port), so another checkout is served as it would be. Before run.sh named an HTTP
     parser, uvicorn took h11 (whatever this virtualenv has). A function Lambda runs without
     run.sh (the agents function, here only setting up) is served by plain uvicorn."""
     run_sh = root / "functions" / name / "run.sh"
     line = "exec python -m uvicorn app:app --host 127.0.0.1 --port ${PORT:-8080}"
     if run_sh.exists():
         line = next(x for x in run_sh.read_text().splitlines() if x.startswith("exec python "))
-    words = [str(port) if word == "${PORT:-8080}" else word for word in shlex.split(line)[2:]]
+    words = [_port(word, port) for word in shlex.split(line)[2:]]
     if "--http" not in words:
         words += ["--http", "h11"]
     return [sys.executable, *words]
+
+
+def _port(word: str, port: int) -> str:
+    """`port` for run.sh's port (`${AWS_LWA_PORT:-${PORT:-8080}}`, or `${PORT:-8080}` in a
+    checkout from before the Web Adapter's own name for it)."""
+    return str(port) if word.startswith("${") and "PORT" in word else word
 
 
 @contextmanager

@@ -480,6 +480,9 @@ def test_the_web_adapter_is_one_that_takes_part_in_snapstart():
     for props in adapted:
         (layer,) = [str(layer) for layer in props["Layers"] if "LambdaAdapterLayer" in str(layer)]
         assert "${LambdaWebAdapterLayerVersion}" in layer
+        # The port by the adapter's own name (1.x calls the bare PORT deprecated).
+        variables = props["Environment"]["Variables"]
+        assert "AWS_LWA_PORT" in variables and "PORT" not in variables
 
 
 def test_the_stage_and_each_tenant_are_throttled_and_tenants_have_a_daily_quota():

@@ -10,8 +10,8 @@ template's environment variables.
 - A Python handler (`app.handler`, AgentsFunction) runs in a child process that imports it once
   and is called with each event, like Lambda's Python runtime; its answer is printed as JSON.
 - A `run.sh` handler (TurnsFunction, ResumeFunction, ResponsesFunction) runs under a stand-in for
-  the Lambda Web Adapter: `run.sh` starts with PORT set, the adapter waits until `GET /` answers
-  below 500, then replays an API Gateway event as an HTTP request (the event's path, query,
+  the Lambda Web Adapter: `run.sh` starts with AWS_LWA_PORT set, the adapter waits until `GET /`
+  answers below 500, then replays an API Gateway event as an HTTP request (the event's path, query,
   headers and body, plus the request context in `x-amzn-request-context`) and prints the answer
   as it streams; any other event (an SQS batch) is POSTed as JSON to AWS_LWA_PASS_THROUGH_PATH.
 - An EventBridge event (events/lifecycle) is put on the turn event bus, and what a subscribed
@@ -116,7 +116,8 @@ class FunctionSpec:
 
     @property
     def web_adapter(self) -> bool:
-        """Started by the Lambda Web Adapter: the handler is a script serving HTTP on $PORT."""
+        """Started by the Lambda Web Adapter: the handler is a script serving HTTP on
+        $AWS_LWA_PORT."""
         return not re.fullmatch(r"[\w.]+\.\w+", self.handler) or self.handler.endswith(".sh")
 
 
@@ -420,13 +421,13 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 
 class WebAdapterFunction:
-    """A `run.sh` function under a stand-in for the Lambda Web Adapter (its contract: PORT,
-    readiness on GET /, the request context header, the pass-through path)."""
+    """A `run.sh` function under a stand-in for the Lambda Web Adapter (its contract:
+    AWS_LWA_PORT, readiness on GET /, the request context header, the pass-through path)."""
 
     def __init__(self, spec: FunctionSpec, env: dict[str, str], log: Any) -> None:
         self.spec, self.log = spec, log
         self.port = _free_port()
-        self.env = {**env, "PORT": str(self.port)}
+        self.env = {**env, "AWS_LWA_PORT": str(self.port), "PORT": str(self.port)}
         self.pass_through = env.get("AWS_LWA_PASS_THROUGH_PATH", "/events")
         self.ready_path = env.get("AWS_LWA_READINESS_CHECK_PATH", "/")
         self.base_path = env.get("AWS_LWA_REMOVE_BASE_PATH", "")

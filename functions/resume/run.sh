@@ -4,4 +4,4 @@
 # this one finds it through PYTHONPATH, ahead of the runtime's own path, as in that interpreter.
 # LAYER_PYTHON_DIR stands in for /opt/python where the layer lies elsewhere (the artifact test).
 export PYTHONPATH="${LAYER_PYTHON_DIR:-/opt/python}${PYTHONPATH:+:$PYTHONPATH}"
-exec python -m agents_core.web.serve app:app --host 127.0.0.1 --port "${PORT:-8080}" --http httptools --loop uvloop --no-access-log --timeout-keep-alive 300
+exec python -m agents_core.web.serve app:app --host 127.0.0.1 --port "${AWS_LWA_PORT:-${PORT:-8080}}" --http httptools --loop uvloop --no-access-log --timeout-keep-alive 300
