@@ -46,17 +46,21 @@ class Services:
     def prime(self) -> None:
         """When init is off the request path (`settings.prime_at_init`: a SnapStart snapshot,
         provisioned concurrency), build what a first request would: every imported API model's
-        deferred schema, the TLS context its HTTPS connections share (certificates loaded, no
-        connection opened) and, where an engine was built, the lifecycle events' client. On
-        demand, init and the first request are both a cold start's, and a function would build
-        the schemas of models it never uses."""
+        deferred schema, the TLS contexts its HTTPS connections verify with (certificates
+        loaded, no connection opened), where an engine was built the lifecycle events' client,
+        and where the model's key is a secret the Secrets Manager client (not the key: a
+        rotated one reaches restored containers). On demand, init and the first request are
+        both a cold start's, and a function would build the schemas of models it never uses."""
         if not self.settings.prime_at_init:
             return
         from .. import http1
         from ..api.common import build_deferred
+        from ..aws import JsonClient
 
         build_deferred()
-        http1.default_tls_context()
+        http1.default_tls_context()  # the model's, the tools'
+        if isinstance(self.dynamodb, JsonClient):  # the same one where both name certifi's
+            self.dynamodb.prepare()
         if "publisher" in self.__dict__:  # built with an engine
             self.publisher.prepare()
         if self.settings.openai_api_key_secret_id:  # the model's key, read at the first call
