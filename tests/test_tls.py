@@ -149,3 +149,27 @@ def test_a_server_the_certificates_do_not_vouch_for_is_refused(https_server, mon
             client.get(url + "/")
     finally:
         http1.tls_context.cache_clear()
+
+
+def test_aws_clients_verify_with_the_configured_ca_bundle_as_botocore_does(
+    https_server, monkeypatch
+):
+    """JsonClient takes AWS_CA_BUNDLE as botocore does (a proxy's or a private endpoint's CA):
+    the call goes through with it, and without it the same endpoint is refused."""
+    from agents_core import aws
+    from botocore.exceptions import EndpointConnectionError, SSLError
+
+    url, ca_file = https_server
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    http1.tls_context.cache_clear()
+    try:
+        monkeypatch.setenv("AWS_CA_BUNDLE", ca_file)
+        answer = aws.client("dynamodb", attempts=1).get_item(TableName="t", Key={"PK": {"S": "a"}})
+        assert answer["ok"] is True
+        monkeypatch.delenv("AWS_CA_BUNDLE")
+        refused = aws.client("dynamodb", attempts=1)
+        with pytest.raises((EndpointConnectionError, SSLError)):
+            refused.get_item(TableName="t", Key={"PK": {"S": "a"}})
+    finally:
+        http1.tls_context.cache_clear()

@@ -523,11 +523,13 @@ class _Connections:
 
 
 def _certificates() -> tuple[str, None]:
-    """Certificates as botocore verifies them (certifi's bundle where installed, else its own),
-    for both of JsonClient's exchanges."""
+    """Certificates as botocore verifies them, for both of JsonClient's exchanges: the
+    configured CA bundle (AWS_CA_BUNDLE, or `ca_bundle` in the config file), else certifi's
+    where installed, else botocore's own."""
     from botocore.httpsession import get_cert_path
 
-    return get_cert_path(True), None
+    bundle = _session()._session.get_config_variable("ca_bundle")
+    return get_cert_path(bundle or True), None
 
 
 class _Unreadable(Exception):
