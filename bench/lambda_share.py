@@ -27,7 +27,10 @@ latency. SnapStart takes cold init off the request path, not the per-request fig
 writable cgroup it says so in one line and prints the full-core figures only.
 
     .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--gap-ms 300] [--first 3]
-        [--paced] [--period-ms 100]
+        [--paced] [--tls] [--period-ms 100]
+
+`--tls`: AWS and the model behind TLS fronts (bench/tls_front.py), so each new connection's
+handshake and the CA bundle's load are in the figures, as in AWS.
 """
 
 from __future__ import annotations
@@ -382,6 +385,33 @@ def function_env(aws_endpoint: str, model_url: str) -> dict[str, str]:
     return env
 
 
+@contextmanager
+def tls_fronts(aws_endpoint: str, model_url: str) -> Iterator[tuple[str, str, Path]]:
+    """(the moto server's HTTPS endpoint, the model's HTTPS URL, the CA bundle that trusts
+    them: certifi's with the fronts' CA): a `tls_front.py` process before each."""
+    import subprocess
+    import tempfile
+    from urllib.parse import urlsplit, urlunsplit
+
+    from tls_front import write_certificates
+
+    with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
+        chain, key = write_certificates(Path(folder))
+        urls = []
+        for url in (aws_endpoint, model_url):
+            parts = urlsplit(url)
+            front = subprocess.Popen(
+                [sys.executable, str(ROOT / "bench" / "tls_front.py"), str(parts.port)]
+                + [str(chain), str(key)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            stack.callback(front.terminate)
+            port = int(front.stdout.readline())
+            urls.append(urlunsplit(("https", f"localhost:{port}", parts.path, "", "")))
+        yield urls[0], urls[1], Path(folder) / "bundle.pem"
+
+
 def at_memory(
     memory_mb: int, env: dict[str, str], model_url: str, runs: int, pace: Pace | None = None
 ) -> tuple[float, dict[str, tuple[float, float]], dict[str, tuple[float, float]] | None]:
@@ -410,6 +440,11 @@ def main() -> None:
         "--period-ms", type=float, default=PERIOD_US / 1000, help="the cgroups' CFS period"
     )
     parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="AWS and the model behind TLS fronts, as in AWS (bench/tls_front.py)",
+    )
+    parser.add_argument(
         "--gap-ms", type=float, default=300, help="also runs after this idle time (0: not)"
     )
     parser.add_argument(
@@ -421,8 +456,16 @@ def main() -> None:
     confine = cgroups_writable()
     if not confine:
         print(f"no writable cpu cgroup at {CGROUPS}: figures at a full core only")
-    with moto_and_model() as (aws_endpoint, model_url):
-        env = function_env(aws_endpoint, model_url)
+    with moto_and_model() as (aws_endpoint, model_url), ExitStack() as stack:
+        if args.tls:
+            aws_https, model_https, bundle = stack.enter_context(
+                tls_fronts(aws_endpoint, model_url)
+            )
+            os.environ.update(AWS_CA_BUNDLE=str(bundle), SSL_CERT_FILE=str(bundle))
+            env = function_env(aws_https, model_https)
+            print(f"AWS and the model over TLS (fronts at {aws_https} and {model_https})")
+        else:
+            env = function_env(aws_endpoint, model_url)
         if args.inits:
             print_cold_inits(functions, env, args.inits, confine)
         streaming = [f for f in functions if f.streaming]
