@@ -13,8 +13,6 @@ front for the moto server and one for the model.)
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import socket
 import ssl
 import sys
@@ -22,45 +20,17 @@ from pathlib import Path
 
 
 def write_certificates(folder: Path) -> tuple[Path, Path]:
-    """(the certificate chain file, its key file) for localhost; `bundle.pem` beside them."""
+    """(the certificate chain file, its key file) for localhost, signed by a CA made here
+    (tests/peers/tls_certificates.py); `bundle.pem` beside them: certifi's bundle and the CA."""
     import certifi
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.UTC)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.peers.tls_certificates import make_certificates
 
-    def certificate(name: str, key, issuer, signer, ca: bool) -> x509.Certificate:
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(issuer)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if not ca:
-            names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        return builder.sign(signer, hashes.SHA256())
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench CA")])
-    ca = certificate("bench CA", ca_key, ca_name, ca_key, ca=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = certificate("localhost", key, ca_name, ca_key, ca=False)
-    pem = serialization.Encoding.PEM
-    chain, key_file = folder / "front.pem", folder / "front.key"
-    chain.write_bytes(cert.public_bytes(pem))
-    key_file.write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    bundle = Path(certifi.where()).read_bytes() + b"\n" + ca.public_bytes(pem)
+    made = make_certificates(folder)
+    bundle = Path(certifi.where()).read_bytes() + b"\n" + made.ca.read_bytes()
     (folder / "bundle.pem").write_bytes(bundle)
-    return chain, key_file
+    return made.chain, made.key
 
 
 async def serve(upstream: int, context: ssl.SSLContext, listening: socket.socket) -> None:

@@ -6,8 +6,6 @@ call's client)."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import json
 import ssl
 import threading
@@ -18,48 +16,15 @@ import pytest
 from agents_core import http1
 from agents_core.tools._http import guarded_client
 from agents_core.tools.guard import OutboundGuard
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-
-def _certificate(subject: str, key, issuer=None, issuer_key=None, *, ca: bool) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-        .issuer_name(issuer or x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if not ca:
-        names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-    return builder.sign(issuer_key or key, hashes.SHA256())
+from .peers.tls_certificates import make_certificates
 
 
 @pytest.fixture
 def https_server(tmp_path):
     """A local HTTPS server answering every POST and GET with a small JSON body; yields (its
     base URL, the file of the CA that signed its certificate)."""
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _certificate("test CA", ca_key, ca=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = _certificate("localhost", key, ca.subject, ca_key, ca=False)
-    ca_file, cert_file, key_file = tmp_path / "ca.pem", tmp_path / "cert.pem", tmp_path / "key.pem"
-    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    certificates = make_certificates(tmp_path)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -80,12 +45,12 @@ def https_server(tmp_path):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert_file, key_file)
+    context.load_cert_chain(certificates.chain, certificates.key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"https://localhost:{server.server_address[1]}", str(ca_file)
+        yield f"https://localhost:{server.server_address[1]}", str(certificates.ca)
     finally:
         server.shutdown()
         server.server_close()
