@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from cpu_profile import function_server, prepare_aws
@@ -389,7 +390,6 @@ def function_env(aws_endpoint: str, model_url: str) -> dict[str, str]:
 def tls_fronts(aws_endpoint: str, model_url: str) -> Iterator[tuple[str, str, Path]]:
     """(the moto server's HTTPS endpoint, the model's HTTPS URL, the CA bundle that trusts
     them: certifi's with the fronts' CA): a `tls_front.py` process before each."""
-    import subprocess
     import tempfile
     from urllib.parse import urlsplit, urlunsplit
 
@@ -470,36 +470,42 @@ def main() -> None:
             print_cold_inits(functions, env, args.inits, confine)
         streaming = [f for f in functions if f.streaming]
         shares = {f.code.name: f.share for f in streaming}
-        full = streaming_figures(env, model_url, dict.fromkeys(shares), args.runs)
-        confined = streaming_figures(env, model_url, shares, args.runs) if confine else None
         sizes = ", ".join(f"{f.code.name} {f.memory_mb} MB = {f.share:.3f}" for f in streaming)
         print(
             f"streaming functions ({sizes} of a CPU; CFS period {PERIOD_US / 1000:g} ms),"
             f" medians of {args.runs} runs: ms added to the model's own time, ms to the first"
             " byte; a model that answers at once, so each run's CPU is spent in one go"
         )
-        print_streaming(full, confined)
+        side_by_side = partial(print_side_by_side, env, model_url, shares, args.runs, confine)
+        side_by_side()
         if args.gap_ms:
-            gap = args.gap_ms / 1000
-            full = streaming_figures(env, model_url, dict.fromkeys(shares), args.runs, gap=gap)
-            confined = (
-                streaming_figures(env, model_url, shares, args.runs, gap=gap) if confine else None
-            )
             print(
                 f"the same, each run after the function idled {args.gap_ms:g} ms (as a run"
                 " finds a container whose last run ended before: its share of a period unspent)"
             )
-            print_streaming(full, confined)
+            side_by_side(gap=args.gap_ms / 1000)
         if args.first:
             print_first_runs(env, model_url, shares, args.first, confine)
         if args.paced:
             pace = Pace()
-            full = streaming_figures(env, model_url, dict.fromkeys(shares), args.runs, pace)
-            confined = (
-                streaming_figures(env, model_url, shares, args.runs, pace) if confine else None
-            )
             print(f"the same with a model that streams as hosted ones do ({pace}):")
-            print_streaming(full, confined)
+            side_by_side(pace=pace)
+
+
+def print_side_by_side(
+    env: dict[str, str],
+    model_url: str,
+    shares: dict[str, float],
+    runs: int,
+    confine: bool,
+    pace: Pace | None = None,
+    gap: float = 0.0,
+) -> None:
+    """The streaming figures at a full core and, where a cgroup can be written, at each
+    function's share, printed side by side."""
+    full = streaming_figures(env, model_url, dict.fromkeys(shares), runs, pace, gap)
+    confined = streaming_figures(env, model_url, shares, runs, pace, gap) if confine else None
+    print_streaming(full, confined)
 
 
 def print_cold_inits(
