@@ -60,7 +60,7 @@ def function_server(
         preexec_fn=preexec_fn,
     )
     try:
-        wait_for_port(port, proc, 300 if prefix is None else 3000)  # valgrind starts slowly
+        wait_for_port(port, proc, 30 if prefix is None else 300)  # valgrind starts slowly
         yield f"http://127.0.0.1:{port}", proc.pid
     finally:
         proc.terminate()

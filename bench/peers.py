@@ -27,15 +27,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, tries: int = 300) -> None:
-    for _ in range(tries):
+def wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 30) -> None:
+    """Until something listens on `port`, looking every 10 ms as the Lambda Web Adapter's
+    readiness check does (a cold init's figure is then within 10 ms of its end)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
         except OSError:
-            time.sleep(0.1)
+            time.sleep(0.01)
     raise RuntimeError(f"nothing listens on {port}")
 
 

@@ -204,7 +204,7 @@ def buffered_function(build, logical_id: str, env: dict[str, str]):
             **CREDENTIALS,
             "PATH": "/usr/bin:/bin",
             "AWS_LAMBDA_FUNCTION_NAME": logical_id,
-            "AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start",
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
             "POWERTOOLS_SERVICE_NAME": "serverless-agents",
             **env,
         },
@@ -244,8 +244,8 @@ def functions(build, aws, model, tmp_path_factory):
             "LANG": "C.UTF-8",
             "AWS_ENDPOINT_URL": aws,
             "AWS_LAMBDA_FUNCTION_NAME": logical_id,
-            # Every function runs with SnapStart: its init is the snapshot's, primed.
-            "AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start",
+            # As Lambda starts a function on demand: its init primed (Services.prime).
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
             "LAMBDA_TASK_ROOT": str(built[logical_id]),
             "PYTHONPATH": str(runtime),  # in Lambda, the runtime's own packages
             "PYTHONDONTWRITEBYTECODE": "1",  # /opt is read-only in Lambda
@@ -382,7 +382,7 @@ def test_every_module_the_built_code_imports_is_in_the_layer_or_the_runtime(buil
     modules = set().union(*(imported_modules(path.read_text()) for path in sources))
     own = {"agents_core", "app"}
     third_party = modules - own - set(sys.stdlib_module_names)
-    assert {"fastapi", "pydantic", "boto3", "httpx"} <= third_party  # the scan sees imports
+    assert {"fastapi", "pydantic", "botocore", "httpx"} <= third_party  # the scan sees imports
 
     def present(root: Path, name: str) -> bool:
         return (
@@ -649,6 +649,49 @@ def test_the_built_ingest_function_ingests_a_file_attached_to_a_vector_store(bui
         assert worker.invoke(sqs_event) == {"batchItemFailures": []}
     assert services.vector_stores.file("acme", store.id, file.id).status == "completed"
     assert services.vector_stores.get("acme", store.id).file_counts.completed == 1
+
+
+_LOADED = """
+import json, sys
+sys.path[:0] = sys.argv[1:4]
+import app
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("boto3", "s3transfer")
+    or m.startswith(("pydantic.v1", "agents_core.api.responses")))))
+"""
+
+
+@pytest.mark.parametrize(
+    ("logical_id", "responses_models"),
+    [("TurnsFunction", False), ("ResumeFunction", False), ("ResponsesFunction", True)],
+)
+def test_a_built_function_s_init_leaves_out_what_none_of_its_requests_use(
+    build, logical_id, responses_models
+):
+    """Neither boto3 (with s3transfer) nor pydantic's copy of its 1.x API, which FastAPI imports
+    only to ask whether a model is a 1.x one (about 120 ms of an init at a full core); the
+    turns and resume functions no Responses API models either."""
+    built, runtime = build
+    layer = built["AgentsCoreLayer"] / "python"
+    assert (layer / "pydantic").is_dir() and not (layer / "pydantic" / "v1").exists()
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", "-c", _LOADED]
+        + [str(built[logical_id]), str(layer), str(runtime)],
+        cwd=built[logical_id],
+        env={
+            **CREDENTIALS,
+            "PATH": "/usr/bin:/bin",
+            "AWS_LAMBDA_FUNCTION_NAME": logical_id,
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+            "TABLE_NAME": TABLE,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert [m for m in loaded if not m.startswith("agents_core")] == []
+    assert bool(loaded) is responses_models
 
 
 def test_the_layer_carries_the_playground_page_and_nothing_else_of_its_folder_is_served(build):

@@ -59,11 +59,11 @@ def test_a_value_of_the_wrong_type_names_its_variable():
     [
         ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start"}, True),
         ({"AWS_LAMBDA_INITIALIZATION_TYPE": "provisioned-concurrency"}, True),
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}, False),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}, True),
         ({}, False),
         ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start", "PRIME_AT_INIT": "false"}, False),
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand", "PRIME_AT_INIT": "true"}, True),
+        ({"PRIME_AT_INIT": "true"}, True),
     ],
 )
-def test_init_is_primed_where_lambda_says_no_request_waits_for_it(environ, primed):
+def test_init_is_primed_in_lambda_whatever_its_initialization_type(environ, primed):
     assert Settings.from_env(environ).prime_at_init is primed

@@ -32,7 +32,7 @@ app = create_app(
 )
 stores = (services.agents, services.turns)  # built (imports and all) during init
 _asgi = Mangum(app, lifespan="off")
-services.prime()  # under SnapStart, what the first request would build goes into the snapshot
+services.prime()  # what the first request would build, built at init (Services.prime)
 container.init_done()  # what init built is kept out of the collector's way
 
 

@@ -16,7 +16,7 @@ try:
 except ValueError as err:  # keys keep working; every JWT is refused
     logger.error("JWTs are off: the JWT configuration is unusable", error=str(err))
     jwts = None
-if settings.prime_at_init:  # SnapStart: the first request's TLS contexts go into the snapshot
+if settings.prime_at_init:  # the first request's TLS contexts, loaded at init
     dynamodb.prepare()
     if jwts is not None:
         tokens.prepare()

@@ -18,7 +18,7 @@ services = build_services(Settings.from_env())
 worker = BackgroundWorker(services)
 engine = services.responses_engine  # built (imports and all) during init, not on the first event
 services.models.prepare()  # the model client too
-services.prime()  # under SnapStart, what the first request would build goes into the snapshot
+services.prime()  # what the first request would build, built at init (Services.prime)
 loop = uvloop.new_event_loop()  # as run.sh's functions: less CPU per event than asyncio's
 container.init_done()  # what init built is kept out of the collector's way
 

@@ -11,7 +11,7 @@ from agents_core.settings import Settings
 services = build_services(Settings.from_env())
 worker = IngestWorker(services)
 embedder = services.embedder  # built (imports and all) during init, not on the first event
-services.prime()  # under SnapStart, what the first request would build goes into the snapshot
+services.prime()  # what the first request would build, built at init (Services.prime)
 container.init_done()  # what init built is kept out of the collector's way
 
 

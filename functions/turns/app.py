@@ -15,5 +15,5 @@ services = build_services(Settings.from_env())
 app = create_app(turns_router, services=services)
 engine = services.engine  # built (imports and all) during init, not on the first request
 services.models.prepare()  # the model client too
-services.prime()  # under SnapStart, what the first request would build goes into the snapshot
+services.prime()  # what the first request would build, built at init (Services.prime)
 container.init_done()  # what init built is kept out of the collector's way

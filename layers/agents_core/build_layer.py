@@ -177,6 +177,10 @@ def _prune(site: Path) -> None:
     # Powertools' event handler (its own REST and GraphQL routers, 2.3 MB): the routes are
     # FastAPI's; only its logger, metrics and SQS batch processing are imported.
     shutil.rmtree(site / "aws_lambda_powertools" / "event_handler", ignore_errors=True)
+    # pydantic's copy of its 1.x API: nothing here has a 1.x model, and FastAPI imports it, at
+    # every route it registers, only to ask whether a model is one (about 60 ms of each init;
+    # without it FastAPI's answer is no, as on Pythons pydantic.v1 does not support).
+    shutil.rmtree(site / "pydantic" / "v1", ignore_errors=True)
     for pattern in ("*.c", "*.cpp", "*.h", "*.hpp", "*.pyx", "*.pxd"):
         for source in list(site.rglob(pattern)):
             source.unlink()

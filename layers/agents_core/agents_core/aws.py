@@ -3,7 +3,9 @@ and for the calls on every turn's path (DynamoDB's item operations, EventBridge'
 and a container's first (Secrets Manager's GetSecretValue) a thin JSON-protocol client
 (`JsonClient`).
 
-boto3 honours AWS_ENDPOINT_URL, so local runs against moto need no special case here.
+The clients are botocore's, made without boto3, whose import (s3transfer's with it) is about 60
+ms of every function's init and adds nothing a client here uses. botocore honours
+AWS_ENDPOINT_URL, so local runs against moto need no special case here.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ def _session():
     import json
     import os
 
-    import boto3
     import botocore.session
     from botocore.loaders import JSONFileLoader, Loader
 
@@ -49,9 +50,11 @@ def _session():
             with open_method(full_path, "rb") as fp:
                 return json.loads(fp.read())
 
-    core = botocore.session.get_session()
-    core.register_component("data_loader", KnownServicesLoader(file_loader=PlainJSONFileLoader()))
-    return boto3.Session(botocore_session=core)
+    session = botocore.session.get_session()
+    session.register_component(
+        "data_loader", KnownServicesLoader(file_loader=PlainJSONFileLoader())
+    )
+    return session
 
 
 #: Operations `JsonClient` makes itself, by service; the rest go through botocore.
@@ -91,7 +94,7 @@ def client(service: str, *, read_timeout: float = 5, attempts: int = 4) -> Any:
         # The request shapes of these services are built by this code, from validated models.
         parameter_validation=not fast,
     )
-    made = _session().client(service, config=config)
+    made = _session().create_client(service, config=config)
     if fast:
         return JsonClient(made, fast, read_timeout=read_timeout, attempts=attempts)
     return made
@@ -528,7 +531,7 @@ def _certificates() -> tuple[str, None]:
     where installed, else botocore's own."""
     from botocore.httpsession import get_cert_path
 
-    bundle = _session()._session.get_config_variable("ca_bundle")
+    bundle = _session().get_config_variable("ca_bundle")
     return get_cert_path(bundle or True), None
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .api.agents import Turn
 from .api.common import ToolCall
+
+if TYPE_CHECKING:  # a responses function, which imports this module, has no Agents API models
+    from .api.agents import Turn
 
 RUNNING = "running"
 AWAITING_INPUT = "awaiting_input"

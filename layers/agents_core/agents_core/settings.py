@@ -170,9 +170,10 @@ class Settings:
     #: The queue of files to ingest into vector stores (services/ingest.py).
     ingest_queue_name: str = "serverless-agents-ingest"
     ingest_queue_url: str | None = None  # the stack's; found by name when unset
-    #: Build during init what a first request would build (`Services.prime`). Unset, it
-    #: follows Lambda's AWS_LAMBDA_INITIALIZATION_TYPE: on when init is off the request path
-    #: (`snap-start`: the snapshot holds it; `provisioned-concurrency`), off on demand.
+    #: Build during init what a first request would build (`Services.prime`). Unset, it is on
+    #: in Lambda (AWS_LAMBDA_INITIALIZATION_TYPE set): on demand, init runs with a full vCPU
+    #: whatever the memory and a first request at the memory's share; under SnapStart or
+    #: provisioned concurrency no request waits for init. Off elsewhere (`make run`, tests).
     prime_at_init: bool = False
 
     @classmethod
@@ -192,8 +193,7 @@ class Settings:
             if name in values:
                 values[name] = tidy(values[name])
         if "prime_at_init" not in values:
-            init_type = env.get("AWS_LAMBDA_INITIALIZATION_TYPE", "")
-            values["prime_at_init"] = init_type in _INIT_OFF_REQUEST_PATH
+            values["prime_at_init"] = bool(env.get("AWS_LAMBDA_INITIALIZATION_TYPE"))
         in_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
         values = {k: v for k, v in values.items() if v is not None}
         return cls(**values, **dict.fromkeys(_DERIVED, in_lambda))
@@ -201,8 +201,6 @@ class Settings:
 
 #: Fields that follow from being in Lambda (AWS_LAMBDA_FUNCTION_NAME), not from a variable.
 _DERIVED = ("trust_request_context_header", "require_caller")
-#: Lambda's initialization types whose init no request waits for.
-_INIT_OFF_REQUEST_PATH = ("snap-start", "provisioned-concurrency")
 #: Fields no variable changes (Lambda's own limits).
 _FIXED = ("max_read_bytes", "max_streamed_read_bytes")
 #: Values tidied after parsing (None: the field's default).

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..api.agents import Agent, Step, Turn
 from ..domain import ConversationAppend, PausedTurn, SessionLock, TurnState
 
-if TYPE_CHECKING:  # the turns functions never load the Responses models
+if TYPE_CHECKING:  # the turns functions never load the Responses models, nor it the Agents'
+    from ..api.agents import Agent, Step, Turn
     from ..api.prompts import Prompt
     from ..api.responses import OpenAIResponseObjectWithInput
 

@@ -30,9 +30,7 @@ from json.encoder import encode_basestring as _json_string
 from typing import Any
 
 from .. import blocking, metrics
-from ..api.agents import AgentTurnResponseStepProgressPayload as _Progress
 from ..api.common import TextDelta
-from ..api.responses.events import OutputTextDelta
 from ..errors import RunFailed
 from ..log import logger
 from ..settings import Settings
@@ -78,8 +76,9 @@ class StreamKey:
 def response_frame(event: Any) -> Frame:
     """An engine Responses stream event as the frame sent for it."""
     seq = event.sequence_number
-    if type(event) is OutputTextDelta and not event.logprobs:
-        # A text delta, the event a long answer is made of, written as pydantic writes it.
+    if event.type == "response.output_text.delta" and not event.logprobs:
+        # A text delta, the event a long answer is made of, written as pydantic writes it
+        # (told by its type, so a turns function needs no Responses models).
         item_id, delta = _json_string(event.item_id), _json_string(event.delta)
         return Frame(
             seq,
@@ -99,9 +98,10 @@ def turn_frame(seq: int, item: Any) -> Frame:
         error = {"message": item.message, "status": item.status, **item.ids}
         return Frame(seq, None, json.dumps({"error": error}))
     payload = item.event.payload
-    if type(payload) is _Progress and type(payload.delta) is TextDelta:
+    if payload.event_type == "step_progress" and type(payload.delta) is TextDelta:
         # A text delta, the chunk a long answer is made of, written as pydantic writes it
-        # (its strings escaped the same way), in a sixth of the time.
+        # (its strings escaped the same way), in a sixth of the time. Told by its event type,
+        # so a responses function needs no Agents API models.
         step_type, step_id, text = map(
             _json_string, (payload.step_type, payload.step_id, payload.delta.text)
         )

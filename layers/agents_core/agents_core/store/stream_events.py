@@ -24,7 +24,6 @@ from pydantic_core import to_json
 from ..domain import RUNNING
 from . import keys
 from .schema import TTL_ATTRIBUTE
-from .sessions import read_session_head
 from .table import Table, expired, key
 
 #: Bytes of frame payload in one item (DynamoDB's limit is 400 KB, names and numbers included).
@@ -250,6 +249,8 @@ class StreamEventStore:
     def turn_running(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> bool:
         """Whether the turn runs now: its session's lock names it, running, lease not passed
         (a turn whose Lambda died is not running once its lease has passed)."""
+        from .sessions import read_session_head  # with the Agents API models: turns' streams only
+
         head = read_session_head(self._t, tenant, agent_id, session_id)
         return (
             head.get("active_turn", {}).get("S") == turn_id

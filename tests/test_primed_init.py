@@ -1,6 +1,7 @@
-"""Under SnapStart a function's init runs once, into the snapshot every new container resumes
-from, so what its first request would build is built then (`Services.prime`); on demand it is
-left to the requests that use it."""
+"""In Lambda a function's init builds what its first request would (`Services.prime`): on
+demand init has a full vCPU and the first request only the memory's share; under SnapStart init
+goes into the snapshot every new container resumes from. Outside Lambda (`make run`, tests) it
+is left to the requests that use it."""
 
 from __future__ import annotations
 
@@ -40,14 +41,14 @@ print(json.dumps({
 """
 
 
-def _init(function: str, init_type: str, inspect: str = _INSPECT, **extra: str) -> dict:
+def _init(function: str, init_type: str | None, inspect: str = _INSPECT, **extra: str) -> dict:
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(ROOT / "layers" / "agents_core"),
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_LAMBDA_INITIALIZATION_TYPE": init_type,
+        **({"AWS_LAMBDA_INITIALIZATION_TYPE": init_type} if init_type else {}),
         "POWERTOOLS_METRICS_DISABLED": "true",
         "OPENAI_BASE_URL": "https://model.example/v1",
         "OPENAI_API_KEY_SECRET_ID": "model-key",
@@ -66,24 +67,25 @@ def _init(function: str, init_type: str, inspect: str = _INSPECT, **extra: str) 
 
 
 @pytest.mark.parametrize("function", ["turns", "responses", "resume", "background"])
-def test_under_snapstart_a_function_s_init_builds_what_its_first_request_would(function):
+def test_in_lambda_a_function_s_init_builds_what_its_first_request_would(function):
     """Every API model it imported has its schema, the TLS context its HTTPS clients share has
     its certificates loaded, and the lifecycle events' and Secrets Manager's clients exist (the
-    model's key is not read: a rotated key reaches restored containers); on demand the same
-    init leaves them to the first requests that use them."""
-    primed = _init(function, "snap-start")
-    assert primed["models"] > 50
-    assert primed["deferred"] == 0
-    assert primed["events_client"]
-    assert primed["tls_contexts"] == 1
-    assert primed["secrets_client"] and primed["secrets_read"] == 0  # the key is read later
+    model's key is not read: a rotated key reaches restored containers), on demand as under
+    SnapStart; outside Lambda the same init leaves them to the first requests that use them."""
+    for init_type in ("on-demand", "snap-start"):
+        primed = _init(function, init_type)
+        assert primed["models"] > 30, init_type
+        assert primed["deferred"] == 0, init_type
+        assert primed["events_client"], init_type
+        assert primed["tls_contexts"] == 1, init_type
+        assert primed["secrets_client"] and primed["secrets_read"] == 0  # the key is read later
 
-    on_demand = _init(function, "on-demand")
-    assert on_demand["models"] == primed["models"]
-    assert on_demand["deferred"] > 50
-    assert not on_demand["events_client"]
-    assert on_demand["tls_contexts"] == 0
-    assert not on_demand["secrets_client"]
+    local = _init(function, None)
+    assert local["models"] == primed["models"]
+    assert local["deferred"] > 30
+    assert not local["events_client"]
+    assert local["tls_contexts"] == 0
+    assert not local["secrets_client"]
 
 
 _INSPECT_AUTHORIZER = """
@@ -99,12 +101,13 @@ print(json.dumps({
 """
 
 
-def test_under_snapstart_the_authorizer_s_init_loads_the_certificates_its_first_call_would():
+def test_in_lambda_the_authorizer_s_init_loads_the_certificates_its_first_call_would():
     """Its DynamoDB client's (the key store) and, with JWTs on, the JWKS fetch's: a new
     authorizer container's first request, on every API call it authorizes, no longer loads
     them at the authorizer's share of a CPU."""
     jwt = {"JWT_ISSUER": "https://issuer.example", "JWT_AUDIENCE": "app", "TABLE_NAME": "agents"}
-    primed = _init("authorizer", "snap-start", _INSPECT_AUTHORIZER, **jwt)
-    assert primed == {"tls_contexts": 1, "jwks_context": 1}
-    on_demand = _init("authorizer", "on-demand", _INSPECT_AUTHORIZER, **jwt)
-    assert on_demand == {"tls_contexts": 0, "jwks_context": 0}
+    for init_type in ("on-demand", "snap-start"):
+        primed = _init("authorizer", init_type, _INSPECT_AUTHORIZER, **jwt)
+        assert primed == {"tls_contexts": 1, "jwks_context": 1}, init_type
+    local = _init("authorizer", None, _INSPECT_AUTHORIZER, **jwt)
+    assert local == {"tls_contexts": 0, "jwks_context": 0}
