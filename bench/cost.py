@@ -567,10 +567,11 @@ def price_lines(m: Measured, model_seconds: float, memory_mb: int) -> list[tuple
 
 def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_SIZES) -> None:
     """For each size: Lambda's compute for 1M streamed turns at 2 s and 10 s of model time,
-    from a turn's added latency measured at that size's CPU share, and the turns function's
-    cold init there (bench/lambda_share.py's cgroups; SnapStart takes it off the request path
-    where a restore is quicker). `paced`: also what a turn adds against a model that streams
-    as hosted ones do (lambda_share.Pace), where the instant model is the worst case."""
+    from a turn's added latency measured at that size's CPU share, and a new turns container
+    as on-demand Lambda starts one: its init unthrottled (whatever the size) and its first turn
+    at the share (bench/lambda_share.py's cgroups). `paced`: also what a turn adds against a
+    model that streams as hosted ones do (lambda_share.Pace), where the instant model is the
+    worst case."""
     import lambda_share
 
     if not lambda_share.cgroups_writable():
@@ -582,12 +583,14 @@ def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_
         print(f"  paced: added against a model that streams as hosted ones do ({pace})")
     print(
         f"  {'memory':>7}{'share':>7}{'added':>10}{'paced' if pace else '':>10}{'first byte':>12}"
-        f"{'cold init':>11}{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}  goals"
+        f"{'init':>8}{'first turn':>12}{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}  goals"
     )
     with moto_and_model() as (aws_endpoint, model_url):
         env = lambda_share.function_env(aws_endpoint, model_url)
         for mb in sizes:
-            init, figures, paced_figures = lambda_share.at_memory(mb, env, model_url, runs, pace)
+            (init, first_turn), figures, paced_figures = lambda_share.at_memory(
+                mb, env, model_url, runs, pace
+            )
             added_ms, first_ms = figures["streamed turn"]
             paced_ms = f"{paced_figures['streamed turn'][0]:>7.0f} ms" if paced_figures else ""
             usd = [
@@ -604,7 +607,8 @@ def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_
             goals = " ".join(f"{what} {'ok' if ok else 'no'}" for what, ok in met)
             print(
                 f"  {mb:>4} MB{cpu_share(mb):>7.3f}{added_ms:>8.0f} ms{paced_ms:>10}"
-                f"{first_ms:>9.0f} ms{init:>9.1f} s{usd[0]:>13.2f}{usd[1]:>14.2f}  {goals}"
+                f"{first_ms:>9.0f} ms{init:>6.2f} s{first_turn:>9.0f} ms"
+                f"{usd[0]:>13.2f}{usd[1]:>14.2f}  {goals}"
             )
 
 

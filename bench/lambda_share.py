@@ -6,11 +6,19 @@ function has about 0.11 of one. A cpu cgroup holds the function's process to tha
 the model (tests/peers/openai_server.py, which answers at once) run outside it, in processes of
 their own (peers.py), as they would in AWS.
 
+Lambda runs an on-demand function's init with a full vCPU whatever its memory (up to 10 s:
+AWS's "Effectively running Java on Serverless" guide, the Web Adapter's docs on its "init CPU
+burst"; provisioned concurrency's init gets only the memory's share, off the request path), and
+every request at the share. So a new container's cold start is its init at a full core, then
+its first request at the share.
+
 Printed, each figure at the function's share beside the same figure at a full core (medians):
-- cold init, for every function. An `app.handler` function: a fresh interpreter importing its
-  app.py (which builds its services), as the managed runtime's init does. A `run.sh` function
-  (uvicorn behind the Lambda Web Adapter): from starting uvicorn as run.sh does until it answers
-  the adapter's readiness check, GET / (to about 0.1 s). Functions sharing code and memory
+- cold init, for every function, in the Lambda environment Lambda would give it (primed, as
+  deployed). An `app.handler` function: a fresh interpreter importing its app.py (which builds
+  its services), as the managed runtime's init does. A `run.sh` function (uvicorn behind the
+  Lambda Web Adapter): from starting uvicorn as run.sh does until it answers the adapter's
+  readiness check, GET / (looked for every 10 ms, as the adapter does). On demand is the full
+  core's figure; the share's is provisioned concurrency's. Functions sharing code and memory
   (resume and its queue consumer) are measured once.
 - for the streaming functions (run.sh with AWS_LWA_INVOKE_MODE=response_stream): what a
   streamed turn, a streamed Responses API response and the resume of a turn paused on a client
@@ -18,13 +26,13 @@ Printed, each figure at the function's share beside the same figure at a full co
   streamed call to the model), and their time to the first byte: runs back to back (each may
   find the period's share spent by the one before, as under a steady stream of instant
   answers), then each after an idle gap (as a run finds a container that waited on its last
-  model); and a new container's first run, on demand and primed at init as in a SnapStart
-  snapshot.
+  model); and a new container as on-demand Lambda starts one: its init unthrottled, then its
+  first run at the share, with init primed (as deployed) and lazy (what priming saves).
 
 How to read it: the figure at the share is what a deployed function of that size would show,
 with AWS and the model as fast as here; share over full core is what the memory choice costs in
-latency. SnapStart takes cold init off the request path, not the per-request figures. Without a
-writable cgroup it says so in one line and prints the full-core figures only.
+latency. Without a writable cgroup it says so in one line and prints the full-core figures
+only.
 
     .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--gap-ms 300] [--first 3]
         [--paced] [--tls] [--period-ms 100]
@@ -334,21 +342,31 @@ def streaming_figures(
     return out
 
 
+#: The streamed runs by the function that serves them (its code folder).
+RUN_FUNCTIONS = {"streamed turn": "turns", "streamed response": "responses", "resume": "resume"}
+
+
 def first_runs(
-    env: dict[str, str], model_url: str, shares: dict[str, float | None], starts: int
-) -> dict[str, dict[bool, float]]:
-    """{run: {primed: ms added to the model's time}}: the first run of a container, each from
-    a fresh process of its function (by code folder, at its share in `shares`) that has just
-    answered the Web Adapter's readiness check; `starts` processes each, median. Primed is
-    init as under SnapStart (PRIME_AT_INIT: what a first request builds is built at init, in
-    the snapshot); else as on demand. The agents and turns functions that set runs up serve
-    at a full core throughout."""
+    env: dict[str, str],
+    model_url: str,
+    shares: dict[str, float | None],
+    starts: int,
+    kinds: tuple[str, ...] = tuple(RUN_FUNCTIONS),
+    variants: tuple[bool, ...] = (False, True),
+) -> dict[str, dict[bool, tuple[float, float]]]:
+    """{run: {primed: (init in seconds, ms its first run adds to the model's time)}}: a new
+    container as on-demand Lambda starts one, `starts` fresh processes of the function each
+    (medians). Its init runs unthrottled, as Lambda's on-demand init does (up to 10 s with a
+    full vCPU whatever the memory; provisioned concurrency's init gets only its share), until
+    it answers the Web Adapter's readiness check; then, moved to its share in `shares` (by code
+    folder), it serves its first run. Primed (`variants` True) is init with PRIME_AT_INIT on,
+    as deployed: what a first request would build is built at init; lazy leaves it to the first
+    request. The agents and turns functions that set runs up serve at a full core throughout."""
     import httpx
 
     http = httpx.Client(timeout=120)
     model = model_time(http, model_url, 5)
-    kinds = {"streamed turn": "turns", "streamed response": "responses", "resume": "resume"}
-    out: dict[str, dict[bool, float]] = {kind: {} for kind in kinds}
+    out: dict[str, dict[bool, tuple[float, float]]] = {kind: {} for kind in kinds}
     with ExitStack() as stack:
         urls = {
             name: stack.enter_context(function_server(ROOT, name, env))[0]
@@ -356,32 +374,37 @@ def first_runs(
         }
         setup = Runs(http, model_url, urls)
         plain, tooled = setup.session(), setup.session(client_tools=[CLIENT_TOOL])
-        for kind, name in kinds.items():
-            for primed in (False, True):
-                taken = []
+        for kind in kinds:
+            name = RUN_FUNCTIONS[kind]
+            for primed in variants:
+                inits, taken = [], []
                 for i in range(starts):
                     paused = setup.paused(tooled) if name == "resume" else None
                     fresh = {**env, "PRIME_AT_INIT": "true" if primed else "false"}
-                    with (
-                        cgroup(f"first-{name}", shares[name]) as group,
-                        function_server(ROOT, name, fresh, joining(group)) as (url, _),
-                    ):
-                        http.get(f"{url}/")  # the Web Adapter's readiness check
-                        run = Runs(http, model_url, {**urls, name: url})
-                        if name == "turns":
-                            taken.append(run.turn(plain, f"first {i}")[1])
-                        elif name == "responses":
-                            taken.append(run.response(f"first {i}")[1])
-                        else:
-                            taken.append(run.resume(tooled, paused)[1])
-                out[kind][primed] = (statistics.median(taken) - model) * 1000
+                    with cgroup(f"first-{name}", shares[name]) as group:
+                        start = time.perf_counter()
+                        with function_server(ROOT, name, fresh) as (url, pid):
+                            http.get(f"{url}/")  # the Web Adapter's readiness check ends init
+                            inits.append(time.perf_counter() - start)
+                            if group is not None:
+                                (group / "cgroup.procs").write_text(str(pid))
+                            run = Runs(http, model_url, {**urls, name: url})
+                            if name == "turns":
+                                taken.append(run.turn(plain, f"first {i}")[1])
+                            elif name == "responses":
+                                taken.append(run.response(f"first {i}")[1])
+                            else:
+                                taken.append(run.resume(tooled, paused)[1])
+                added = (statistics.median(taken) - model) * 1000
+                out[kind][primed] = (statistics.median(inits), added)
     return out
 
 
 def function_env(aws_endpoint: str, model_url: str) -> dict[str, str]:
-    """The environment the functions run with here, their AWS made ready."""
+    """The environment the functions run with here, their AWS made ready; their init is an
+    on-demand one's (primed, as in Lambda)."""
     use_in_process(aws_endpoint, model_url)
-    env = dict(os.environ)
+    env = {**os.environ, "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}
     prepare_aws(env)
     return env
 
@@ -414,18 +437,18 @@ def tls_fronts(aws_endpoint: str, model_url: str) -> Iterator[tuple[str, str, Pa
 
 def at_memory(
     memory_mb: int, env: dict[str, str], model_url: str, runs: int, pace: Pace | None = None
-) -> tuple[float, dict[str, tuple[float, float]], dict[str, tuple[float, float]] | None]:
-    """(the turns function's cold init in seconds, the streaming figures, the same against a
-    model paced so or None) with every streaming function at this memory's share
-    (bench/cost.py's table by MemorySize)."""
-    streaming = [f for f in template_functions() if f.streaming]
-    turns = next(f for f in streaming if f.code.name == "turns")
-    with cgroup("init", cpu_share(memory_mb)) as group:
-        init = cold_init(turns, env, group)
-    shares = {f.code.name: cpu_share(memory_mb) for f in streaming}
+) -> tuple[
+    tuple[float, float], dict[str, tuple[float, float]], dict[str, tuple[float, float]] | None
+]:
+    """((a new turns container's init in seconds, unthrottled as on demand; ms its first turn
+    adds at this memory's share), the streaming figures, the same against a model paced so or
+    None) with every streaming function at this memory's share (bench/cost.py's table by
+    MemorySize). The init is primed, as deployed."""
+    shares = {f.code.name: cpu_share(memory_mb) for f in template_functions() if f.streaming}
+    first = first_runs(env, model_url, shares, 3, ("streamed turn",), (True,))
     instant = streaming_figures(env, model_url, shares, runs)
     paced = streaming_figures(env, model_url, shares, runs, pace) if pace else None
-    return init, instant, paced
+    return first["streamed turn"][True], instant, paced
 
 
 def main() -> None:
@@ -513,7 +536,8 @@ def print_cold_inits(
 ) -> None:
     print(
         f"cold init, median seconds of {inits} fresh processes (import: importing"
-        " app.py; uvicorn: run.sh's uvicorn until it answers GET /)"
+        " app.py; uvicorn: run.sh's uvicorn until it answers GET /); on demand Lambda runs"
+        " init at a full core, provisioned concurrency at the share"
     )
     print(
         f"  {'function':<21}{'memory':>8}{'share':>7}  {'init':<8}"
@@ -547,17 +571,23 @@ def print_first_runs(
     full = first_runs(env, model_url, dict.fromkeys(shares), starts)
     confined = first_runs(env, model_url, shares, starts) if confine else None
     print(
-        f"a new container's first run (median of {starts} fresh processes, ms added to the"
-        " model's own time): on demand, and primed at init as in a SnapStart snapshot"
+        f"a new container as on-demand Lambda starts one (medians of {starts} fresh processes):"
+        " its init unthrottled (Lambda's init burst), then its first run at its share, ms added"
+        " to the model's own time; lazy leaves to the first run what primed builds at init"
     )
-    print(f"  {'':<18}{'at share':>10}{'primed':>9}{'full core':>11}{'primed':>9}")
+    print(
+        f"  {'':<18}{'init':<8}{'init s':>8}{'first run':>11}{'cold start':>12}"
+        f"{'first run at full core':>24}"
+    )
     for kind, figures in full.items():
-        at = (
-            ("-", "-")
-            if confined is None
-            else tuple(f"{confined[kind][p]:.0f}" for p in (False, True))
-        )
-        print(f"  {kind:<18}{at[0]:>10}{at[1]:>9}{figures[False]:>11.0f}{figures[True]:>9.0f}")
+        for primed in (False, True):
+            init, first = (confined or full)[kind][primed]
+            at_share = "-" if confined is None else f"{first:,.0f}"
+            total = "-" if confined is None else f"{init * 1000 + first:,.0f}"
+            print(
+                f"  {kind if not primed else '':<18}{'primed' if primed else 'lazy':<8}"
+                f"{init:>8.2f}{at_share:>11}{total:>12}{figures[primed][1]:>24.0f}"
+            )
 
 
 def print_streaming(
