@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lambda_share import cpu_share, template_memory
-from peers import free_port, moto_and_model, wait_for_port
+from peers import compile_bytecode, free_port, moto_and_model, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -578,6 +578,7 @@ def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_
         print(f"no writable cpu cgroup at {lambda_share.CGROUPS}: --by-memory needs one")
         return
     pace = lambda_share.Pace() if paced else None
+    compile_bytecode()
     print("streamed turns by MemorySize, measured at each size's CPU share (medians)")
     if pace:
         print(f"  paced: added against a model that streams as hosted ones do ({pace})")

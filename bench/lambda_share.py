@@ -58,7 +58,7 @@ from functools import partial
 from pathlib import Path
 
 from cpu_profile import function_server, prepare_aws
-from peers import moto_and_model, use_in_process
+from peers import compile_bytecode, moto_and_model, use_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 #: CFS period of the cgroups (`--period-ms`). Lambda's own is not published: a run whose CPU
@@ -476,6 +476,7 @@ def main() -> None:
     args = parser.parse_args()
     PERIOD_US = int(args.period_ms * 1000)
     functions = template_functions()
+    compile_bytecode(ROOT)
     confine = cgroups_writable()
     if not confine:
         print(f"no writable cpu cgroup at {CGROUPS}: figures at a full core only")

@@ -42,6 +42,14 @@ def wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 30) -> Non
     raise RuntimeError(f"nothing listens on {port}")
 
 
+def compile_bytecode(root: Path = ROOT) -> None:
+    """Write the bytecode of the functions' code and the layer's package, as the built layer
+    ships it: an init here then reads .pyc files as in Lambda, not compiling from source at
+    each start where PYTHONDONTWRITEBYTECODE is set (as on this machine) or a checkout is new."""
+    folders = [root / "layers" / "agents_core" / "agents_core", root / "functions"]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, folders)], check=True)
+
+
 def use_in_process(aws_endpoint: str, model_url: str) -> None:
     """Point this process's app at the peers, as `make run` would be pointed at them."""
     os.environ.update(
