@@ -11,7 +11,7 @@ from .conftest import TABLE
 
 
 def test_clients_work_with_plain_data_and_known_services():
-    loader = aws._session()._session.get_component("data_loader")
+    loader = aws._session().get_component("data_loader")
     assert loader.list_available_services("service-2") == list(aws.SERVICES)
     endpoints = loader.load_data("endpoints")
     assert type(endpoints) is dict and not isinstance(endpoints, OrderedDict)
