@@ -20,6 +20,7 @@ _INSPECT = """
 import json
 import app
 from agents_core import http1, secrets
+from agents_core.api import common
 from agents_core.api.common import ApiModel
 
 deferred, seen, todo = 0, set(), [ApiModel]
@@ -30,7 +31,11 @@ while todo:
             todo.append(model)
             deferred += not model.__pydantic_complete__
 publisher = app.services.__dict__.get("publisher")
+dynamodb = app.services.dynamodb
+put = dynamodb._client.meta.service_model.operation_model("PutItem")
 print(json.dumps({
+    "adapters": [adapter.cache_info().currsize for adapter in common._ADAPTERS],
+    "operations": "idempotent_members" in vars(put),
     "models": len(seen),
     "deferred": deferred,
     "events_client": publisher is not None and publisher._events is not None,
@@ -68,10 +73,12 @@ def _init(function: str, init_type: str | None, inspect: str = _INSPECT, **extra
 
 @pytest.mark.parametrize("function", ["turns", "responses", "resume", "background"])
 def test_in_lambda_a_function_s_init_builds_what_its_first_request_would(function):
-    """Every API model it imported has its schema, the TLS context its HTTPS clients share has
-    its certificates loaded, and the lifecycle events' and Secrets Manager's clients exist (the
-    model's key is not read: a rotated key reaches restored containers), on demand as under
-    SnapStart; outside Lambda the same init leaves them to the first requests that use them."""
+    """Every API model it imported has its schema and every TypeAdapter made on first use is
+    made, the TLS context its HTTPS clients share has its certificates loaded, DynamoDB's
+    operations are resolved from botocore's data, and the lifecycle events' and Secrets
+    Manager's clients exist (the model's key is not read: a rotated key reaches restored
+    containers), on demand as under SnapStart; outside Lambda the same init leaves them to the
+    first requests that use them."""
     for init_type in ("on-demand", "snap-start"):
         primed = _init(function, init_type)
         assert primed["models"] > 30, init_type
@@ -79,6 +86,9 @@ def test_in_lambda_a_function_s_init_builds_what_its_first_request_would(functio
         assert primed["events_client"], init_type
         assert primed["tls_contexts"] == 1, init_type
         assert primed["secrets_client"] and primed["secrets_read"] == 0  # the key is read later
+        assert 0 not in primed["adapters"], init_type
+        assert primed["adapters"] or function in ("responses", "background")  # no Agents stores
+        assert primed["operations"], init_type
 
     local = _init(function, None)
     assert local["models"] == primed["models"]
@@ -86,6 +96,8 @@ def test_in_lambda_a_function_s_init_builds_what_its_first_request_would(functio
     assert not local["events_client"]
     assert local["tls_contexts"] == 0
     assert not local["secrets_client"]
+    assert 1 not in local["adapters"]
+    assert not local["operations"]
 
 
 _INSPECT_AUTHORIZER = """

@@ -174,6 +174,7 @@ class JsonClient:
         )
         self._events = _Observed(meta.events)
         meta.events = self._events
+        self._operations = operations
         for operation in operations:
             setattr(self, xform_name(operation), partial(self._call, operation))
 
@@ -181,9 +182,13 @@ class JsonClient:
         return getattr(self._client, name)
 
     def prepare(self) -> None:
-        """Build the TLS context its connections verify with (a primed init), not at the first
-        connection; none is opened."""
+        """Build what its first calls would (a primed init): the TLS context its connections
+        verify with (none is opened), and its operations' models as botocore resolves them
+        from the service's data at their first call."""
         self._connections.prepare()
+        service = self._client.meta.service_model
+        for operation in self._operations:
+            service.operation_model(operation).idempotent_members  # noqa: B018
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
         import botocore.handlers as handlers

@@ -7,23 +7,38 @@ contract's `additionalProperties: false` says, so a typo in a request is a 400, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
+from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
 class ApiModel(BaseModel):
     """Base of every API model: unknown fields are an error."""
 
-    # Schemas are built on first use: a function pays only for the models it touches (on
-    # demand; under SnapStart its init builds them all, `build_deferred`).
+    # Schemas are built on first use: outside Lambda a process pays only for the models it
+    # touches; in Lambda its init builds them all (`build_deferred`).
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), defer_build=True)
 
 
+#: The TypeAdapters made on first use (`deferred_adapter`), which `build_deferred` also makes.
+_ADAPTERS: list[Callable[[], TypeAdapter]] = []
+
+
+def deferred_adapter(build: Callable[[], TypeAdapter]) -> Callable[[], TypeAdapter]:
+    """`build`'s TypeAdapter, made at its first call or by `build_deferred`, whichever comes
+    first: importing the module that declares it costs nothing."""
+    made = cache(build)
+    _ADAPTERS.append(made)
+    return made
+
+
 def build_deferred() -> int:
-    """Build the schema of every ApiModel imported so far that still defers it; how many were
-    built. What a function's first requests would otherwise build (`Services.prime`)."""
+    """Build the schema of every ApiModel imported so far that still defers it, and the
+    TypeAdapters of `deferred_adapter`; how many models were built. What a function's first
+    requests would otherwise build (`Services.prime`)."""
     built, seen, todo = 0, set(), [ApiModel]
     while todo:
         for model in todo.pop().__subclasses__():
@@ -34,6 +49,8 @@ def build_deferred() -> int:
             # One whose annotations name what is not imported yet stays deferred.
             if not model.__pydantic_complete__ and model.model_rebuild(raise_errors=False):
                 built += 1
+    for adapter in _ADAPTERS:
+        adapter()
     return built
 
 

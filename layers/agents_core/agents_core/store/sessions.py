@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from ..api.agents import InferenceStep, Session, Step, Turn
-from ..api.common import CompletionMessage, StopReason
+from ..api.common import CompletionMessage, StopReason, deferred_adapter
 from ..domain import FINISHED, RUNNING
 from ..errors import NotFound
 from . import keys
@@ -33,9 +32,8 @@ _TURN_PROJECTION = (
 )
 
 
-@cache
+@deferred_adapter
 def step_adapter() -> TypeAdapter:
-    """Built on first use, not at import (cold starts import this module)."""
     return TypeAdapter(Step)
 
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from ..api.agents import Step, Turn
-from ..api.common import ToolCall
+from ..api.common import ToolCall, deferred_adapter
 from ..domain import SessionLock, TurnState
 from . import keys
 from .items import encode, json_body
@@ -28,9 +27,8 @@ RUNNING_ON_SESSION_BYTES = 2048
 MAX_REMOVED_WITH_END = 98
 
 
-@cache
+@deferred_adapter
 def _calls_adapter() -> TypeAdapter:
-    """Built on first use, not at import (cold starts import this module)."""
     return TypeAdapter(list[ToolCall])
 
 
