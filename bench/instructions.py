@@ -9,12 +9,18 @@ to run (within about 0.3% here), so a change of 1% shows. They leave out what th
 `bench/cpu_profile.py`'s CPU, not instead. `--compare DIR` counts another checkout (its
 functions/ and layers/) in the same run, over the same peers.
 
-    .venv/bin/python bench/instructions.py [--runs 20] [--compare /tmp/old]
+Also each function's init: a fresh interpreter importing its app.py (which builds its services
+and, as in Lambda, primes them), counted whole; on this machine's CPU a billion instructions
+of an init take about 0.35 s of CPU (the turns function's 2.5 billion, 0.9 s). `--no-init` leaves it out (each takes about 40 s under valgrind).
+
+    .venv/bin/python bench/instructions.py [--runs 20] [--compare /tmp/old] [--no-init]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +30,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from cpu_profile import ROOT, Bench, Meter
-from peers import moto_and_model
+from lambda_share import CERTIFICATE_VARIABLES
+from peers import compile_bytecode, moto_and_model
 
 FUNCTIONS = ("turns", "responses", "resume")
 LABELS = ("streamed turn (one session)", "streamed response", "resume (one session)")
@@ -35,6 +42,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs of each kind counted")
     parser.add_argument(
         "--compare", type=Path, default=None, help="another checkout, counted alongside"
+    )
+    parser.add_argument(
+        "--init", action=argparse.BooleanOptionalAction, default=True, help="count inits too"
     )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
@@ -51,6 +61,14 @@ def main() -> None:
             print(f"{root}: millions of instructions per run ({args.runs} runs each)")
             for label, value in zip(LABELS, counts, strict=True):
                 print(f"  {label:<30} {value / 1e6:8.2f}")
+        if args.init:
+            for root in roots:
+                compile_bytecode(root)  # as the layer ships it
+            print("millions of instructions of an init (importing app.py, primed as in Lambda)")
+            inits = {root: init_counts(root, Path(out)) for root in roots}
+            for name in FUNCTIONS:
+                each = "  ".join(f"{inits[root][name] / 1e6:8.0f}" for root in roots)
+                print(f"  {name:<30} {each}   ({', '.join(map(str, roots))})")
 
 
 def count(
@@ -88,6 +106,40 @@ def count(
         control("--instr=off", pid)
         counts.append(dumped(out, name, pid) / args.runs)
     return counts
+
+
+def init_counts(root: Path, out: Path) -> dict[str, int]:
+    """Instructions of each function's init on `root`, two counted at once: a fresh
+    interpreter importing its app.py as an on-demand Lambda init would (primed), with the
+    certificates Lambda gives it (certifi's)."""
+    env = {k: v for k, v in os.environ.items() if k not in CERTIFICATE_VARIABLES}
+    env.update(
+        AWS_LAMBDA_INITIALIZATION_TYPE="on-demand",
+        PYTHONPATH=str(root / "layers" / "agents_core"),
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        POWERTOOLS_METRICS_DISABLED="true",
+        TABLE_NAME="bench",
+    )
+    logs = {name: out / f"init-{root.name}-{name}.log" for name in FUNCTIONS}
+    counted = {}
+    for pair in (FUNCTIONS[:2], FUNCTIONS[2:]):
+        running = [
+            subprocess.Popen(
+                ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+                + [f"--log-file={logs[name]}", sys.executable, "-c", "import app"],
+                cwd=root / "functions" / name,
+                env=env,
+            )
+            for name in pair
+        ]
+        for name, process in zip(pair, running, strict=True):
+            if process.wait():
+                raise RuntimeError(f"{name}'s init failed under valgrind: {logs[name]}")
+            found = re.search(r"Collected : (\d+)", logs[name].read_text())
+            counted[name] = int(found.group(1))
+    return counted
 
 
 def control(option: str, pid: str) -> None:

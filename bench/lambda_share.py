@@ -400,11 +400,19 @@ def first_runs(
     return out
 
 
-def function_env(aws_endpoint: str, model_url: str) -> dict[str, str]:
+#: Where a machine names its own certificates (this one names the system's); Lambda sets none.
+CERTIFICATE_VARIABLES = ("AWS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def function_env(aws_endpoint: str, model_url: str, bundle: Path | None = None) -> dict[str, str]:
     """The environment the functions run with here, their AWS made ready; their init is an
-    on-demand one's (primed, as in Lambda)."""
+    on-demand one's (primed, as in Lambda), and their certificates certifi's, as in Lambda
+    (`bundle`: the TLS fronts' instead, for both botocore and the other clients)."""
     use_in_process(aws_endpoint, model_url)
-    env = {**os.environ, "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}
+    env = {k: v for k, v in os.environ.items() if k not in CERTIFICATE_VARIABLES}
+    env["AWS_LAMBDA_INITIALIZATION_TYPE"] = "on-demand"
+    if bundle is not None:
+        env.update(AWS_CA_BUNDLE=str(bundle), SSL_CERT_FILE=str(bundle))
     prepare_aws(env)
     return env
 
@@ -486,7 +494,7 @@ def main() -> None:
                 tls_fronts(aws_endpoint, model_url)
             )
             os.environ.update(AWS_CA_BUNDLE=str(bundle), SSL_CERT_FILE=str(bundle))
-            env = function_env(aws_https, model_https)
+            env = function_env(aws_https, model_https, bundle)
             print(f"AWS and the model over TLS (fronts at {aws_https} and {model_https})")
         else:
             env = function_env(aws_endpoint, model_url)
