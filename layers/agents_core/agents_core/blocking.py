@@ -1,6 +1,6 @@
 """Blocking store code run on the event loop's own thread, its AWS calls awaited there.
 
-The stores are written as plain blocking code over boto3-shaped clients. Run in a worker thread
+The stores are written as plain blocking code over botocore-shaped clients. Run in a worker thread
 (`asyncio.to_thread`), each call pays for the hop twice: the thread's wake-up, the GIL passed
 back and forth, the loop woken through its self-pipe; about 0.3 ms of CPU a DynamoDB call here,
 some 3 ms at 192 MB's share of a vCPU, four times a turn. `run` instead calls the function in a

@@ -144,7 +144,7 @@ class Settings:
     embedding_concurrency: int = 8
     #: The S3 Vectors bucket holding one vector index per (tenant, vector store): its name, or
     #: its ARN (a stack passes the ARN: CloudFormation names the bucket). Its endpoint is
-    #: boto3's own (AWS_ENDPOINT_URL_S3VECTORS, else AWS_ENDPOINT_URL).
+    #: botocore's own (AWS_ENDPOINT_URL_S3VECTORS, else AWS_ENDPOINT_URL).
     vector_bucket_name: str = "serverless-agents-vectors"
     #: The S3 bucket of uploaded files (`tenants/<escaped tenant>/files/<file id>`, SSE).
     files_bucket: str = "serverless-agents-files"

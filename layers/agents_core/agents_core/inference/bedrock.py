@@ -1,4 +1,4 @@
-"""Amazon Bedrock through the Converse and ConverseStream APIs (boto3, run off the event loop)."""
+"""Amazon Bedrock through the Converse and ConverseStream APIs (botocore, off the event loop)."""
 
 from __future__ import annotations
 

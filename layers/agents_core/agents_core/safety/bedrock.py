@@ -1,4 +1,4 @@
-"""Amazon Bedrock Guardrails through `ApplyGuardrail` (bedrock-runtime; boto3, run off the
+"""Amazon Bedrock Guardrails through `ApplyGuardrail` (bedrock-runtime; botocore, run off the
 event loop). The shield's `provider_shield_id` is the guardrail id (or ARN); its params hold
 `guardrailVersion` (a number, or `DRAFT`).
 

@@ -4,7 +4,7 @@ Each item keeps its API object as a JSON string in `body`; keys and a few attrib
 (`deleting`, `expires_at`) carry what queries and conditions need. Deletes remove children
 first and the parent last, so a delete cut short by a dying Lambda is finished by retrying it.
 
-    store = AgentStore(boto3.client("dynamodb"), "serverless-agents")
+    store = AgentStore(aws.client("dynamodb"), "serverless-agents")
     agent = store.create_agent("default", AgentConfig(model="m", instructions="be brief"))
 """
 

@@ -1,7 +1,7 @@
 """Registered shields in the single table: one partition per tenant (`T#{t}#SHIELDS`), one item
 per shield (`SHIELD#{identifier}`), its Shield object as JSON in `body`.
 
-    store = ShieldStore(boto3.client("dynamodb"), "serverless-agents")
+    store = ShieldStore(aws.client("dynamodb"), "serverless-agents")
     store.put("default", Shield(identifier="guard", provider_id="offline"))
 """
 

@@ -3,7 +3,7 @@
 The built-in groups are not stored: every tenant has them (`services/tools.py`). A group's tools
 are not stored either; they are listed from its server when asked (the runtime caches the list).
 
-    store = ToolGroupStore(boto3.client("dynamodb"), "serverless-agents")
+    store = ToolGroupStore(aws.client("dynamodb"), "serverless-agents")
     store.register("default", ToolGroup(identifier="mcp::docs", provider_id=..., mcp_endpoint=...))
 """
 

@@ -2,7 +2,7 @@
 
 Titan embeds one text a call (body `{"inputText", "dimensions", "normalize"}`, answer
 `{"embedding", "inputTextTokenCount"}`), so a batch runs as at most `concurrency` calls at
-once on one boto3 client (thread-safe), each bounded by the client's timeouts and its standard
+once on one botocore client (thread-safe), each bounded by the client's timeouts and its standard
 retry mode (throttling included).
 """
 
