@@ -307,6 +307,7 @@ def function_env(spec: FunctionSpec, template: Template, aws: LocalAws, layers: 
         "AWS_LAMBDA_FUNCTION_NAME": spec.logical_id,
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory),
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+        "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",  # $LATEST: no snapshot; init is primed
         "LAMBDA_TASK_ROOT": str(spec.code_dir),
         "_HANDLER": spec.handler,
     }

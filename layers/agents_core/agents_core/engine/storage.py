@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..domain import ConversationAppend, PausedTurn, SessionLock, TurnState
 
-if TYPE_CHECKING:  # the turns functions never load the Responses models, nor it the Agents'
+if TYPE_CHECKING:  # names only: turns functions load no Responses models, responses no Agents ones
     from ..api.agents import Agent, Step, Turn
     from ..api.prompts import Prompt
     from ..api.responses import OpenAIResponseObjectWithInput
