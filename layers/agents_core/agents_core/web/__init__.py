@@ -15,11 +15,12 @@ def _import_fastapi() -> None:
     defaults = getattr(_config, "config_defaults", None)  # a model's config falls back to it
     if "fastapi" in sys.modules or not isinstance(defaults, dict):
         return
+    before = defaults.get("defer_build", False)
     defaults["defer_build"] = True
     try:
         import fastapi.routing  # noqa: F401
     finally:
-        defaults["defer_build"] = False
+        defaults["defer_build"] = before
 
 
 _import_fastapi()
