@@ -13,7 +13,7 @@ every request at the share. So a new container's cold start is its init at a ful
 its first request at the share.
 
 Printed, each figure at the function's share beside the same figure at a full core (medians):
-- cold init, for every function, in the Lambda environment Lambda would give it (primed, as
+- cold init, for every function, in the environment Lambda would give it (primed, as
   deployed). An `app.handler` function: a fresh interpreter importing its app.py (which builds
   its services), as the managed runtime's init does. A `run.sh` function (uvicorn behind the
   Lambda Web Adapter): from starting uvicorn as run.sh does until it answers the adapter's
