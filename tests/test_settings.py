@@ -67,3 +67,19 @@ def test_a_value_of_the_wrong_type_names_its_variable():
 )
 def test_init_is_primed_in_lambda_whatever_its_initialization_type(environ, primed):
     assert Settings.from_env(environ).prime_at_init is primed
+
+
+@pytest.mark.parametrize(
+    ("environ", "connects"),
+    [
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}, True),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "provisioned-concurrency"}, True),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start"}, False),
+        ({}, False),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand", "CONNECT_AT_INIT": "false"}, False),
+        ({"CONNECT_AT_INIT": "true"}, True),
+    ],
+)
+def test_init_opens_connections_in_lambda_but_under_snapstart(environ, connects):
+    """A snapshot would hold the sockets, dead once restored."""
+    assert Settings.from_env(environ).connect_at_init is connects

@@ -202,6 +202,8 @@ class _DrainingOnlyClosed:
     client sent next and drops it (unread body, it assumes; the connection closes anyway): on a
     kept connection that is the next request. A kept connection's drain finds nothing."""
 
+    EVENT_READ = 1  # selectors.EVENT_READ, which werkzeug's drain of a closing connection names
+
     class _Nothing:
         def register(self, *_: Any) -> None:
             pass

@@ -9,11 +9,11 @@ POSTs each SQS batch to `/events`, returning the app's answer (the batch item fa
 from agents_core import container
 from agents_core.services import build_services
 from agents_core.settings import Settings
-from agents_core.web.app import create_app
+from agents_core.web.app import connecting, create_app
 from agents_core.web.turns import queue_router, resume_router
 
 services = build_services(Settings.from_env())
-app = create_app(resume_router, queue_router, services=services)
+app = create_app(resume_router, queue_router, services=services, lifespan=connecting(services))
 engine = services.engine  # built (imports and all) during init, not on the first request
 services.models.prepare()  # the model client too
 services.prime()  # what the first request would build, built at init (Services.prime)

@@ -190,6 +190,10 @@ class JsonClient:
         for operation in self._operations:
             service.operation_model(operation).idempotent_members  # noqa: B018
 
+    async def open(self, count: int = 1) -> None:
+        """Open the connections its first `count` calls at once on this event loop would."""
+        await self._connections.open(count)
+
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
         import botocore.handlers as handlers
 
@@ -461,21 +465,11 @@ class _Connections:
         connections, kept for the loop's next call, failures raised as botocore's."""
         import botocore.exceptions as b  # a package's fromlist is Python's slow path
 
-        if self._client is None:
-            from . import http1
-
-            self._http1 = http1
-            self._client = http1.PostClient(
-                self._url,
-                {},
-                timeout=self._read_timeout,
-                connect_timeout=CONNECT_TIMEOUT,
-                certificates=_certificates(),
-            )
+        client = self._client or self._post_client()
         http1 = self._http1
         headers = {name: value for name, value in headers.items() if name != "host"}
         try:
-            answer = await self._client.post(body, headers)
+            answer = await client.post(body, headers)
             try:
                 data = await answer.read(_MAX_BODY)
             finally:
@@ -487,6 +481,24 @@ class _Connections:
         except (http1.Broken, OSError) as err:
             raise b.ConnectionClosedError(endpoint_url=self._url, error=err) from err
         return answer.status, answer.headers, data
+
+    async def open(self, count: int) -> None:
+        """Open `apost`'s connections now, `count` of them, for the event loop's first calls.
+        Raises http1's failures (ConnectFailed, TimeoutError, OSError)."""
+        await (self._client or self._post_client()).open(count)
+
+    def _post_client(self) -> Any:
+        from . import http1
+
+        self._http1 = http1
+        self._client = http1.PostClient(
+            self._url,
+            {},
+            timeout=self._read_timeout,
+            connect_timeout=CONNECT_TIMEOUT,
+            certificates=_certificates(),
+        )
+        return self._client
 
     def _exchange(
         self, conn: _Connection, body: bytes, headers: dict[str, str]

@@ -413,6 +413,15 @@ class PostClient:
     def keep(self, conn: _Conn) -> None:
         self._idle.append(conn)
 
+    async def open(self, count: int = 1) -> None:
+        """Open connections (their TLS handshakes included), at once, until `count` are kept
+        for this event loop's next requests. Raises as `post` does."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._idle, self._loop = [], loop
+        opened = [self._connect(loop) for _ in range(count - len(self._idle))]
+        self._idle += await asyncio.gather(*opened)
+
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Conn:
         import socket
 

@@ -78,6 +78,15 @@ class TurnEventPublisher:
 
             self._events = aws.client("events", attempts=2)
 
+    async def open(self) -> None:
+        """Make the client and open the connection its first publish takes (`aws.JsonClient`'s;
+        a client of another kind is left to that publish)."""
+        from .aws import JsonClient
+
+        self.prepare()
+        if isinstance(self._events, JsonClient):
+            await self._events.open()
+
     def _publish(self, detail_type: str, detail: dict[str, Any]) -> None:
         entry = {
             "Source": SOURCE,

@@ -175,6 +175,10 @@ class Settings:
     #: whatever the memory and a first request at the memory's share; under SnapStart or
     #: provisioned concurrency no request waits for init. Off elsewhere (`make run`, tests).
     prime_at_init: bool = False
+    #: Open at init the connections a first run would (`Services.connect`: DynamoDB's, the
+    #: lifecycle events', the model's after reading its key). Unset, it is on in Lambda but
+    #: under SnapStart, whose snapshot would hold the sockets dead; off elsewhere.
+    connect_at_init: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -192,8 +196,9 @@ class Settings:
         for name, tidy in _TIDY.items():
             if name in values:
                 values[name] = tidy(values[name])
-        if "prime_at_init" not in values:
-            values["prime_at_init"] = bool(env.get("AWS_LAMBDA_INITIALIZATION_TYPE"))
+        init_type = env.get("AWS_LAMBDA_INITIALIZATION_TYPE")
+        values.setdefault("prime_at_init", bool(init_type))
+        values.setdefault("connect_at_init", bool(init_type) and init_type != "snap-start")
         in_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
         values = {k: v for k, v in values.items() if v is not None}
         return cls(**values, **dict.fromkeys(_DERIVED, in_lambda))

@@ -70,6 +70,12 @@ class OpenAICompatProvider:
         history) a second time."""
         _refuse_grammar(request)
 
+    async def open(self) -> None:
+        """Open the connection the next call on this event loop takes (not through a proxy:
+        httpx's pool is left to its first call)."""
+        if isinstance(self._http, PostClient):
+            await self._http.open()
+
     async def complete(self, request: ChatRequest) -> list[ChatEvent]:
         return [event async for event in self.stream(request)]
 

@@ -44,6 +44,12 @@ class ModelRouter:
         turn, which runs at the memory's share of it (a second or more at 192 MB)."""
         self._provider("openai" if self.settings.openai_base_url else "offline")
 
+    async def open(self) -> None:
+        """With an OpenAI-compatible endpoint, read its key (from its secret, where it is
+        one) and open a connection to it now, for the first call (`Services.connect`)."""
+        if self.settings.openai_base_url:
+            await self._provider("openai").open()
+
     def resolve(self, model: str) -> tuple[Provider, str]:
         """The provider for `model` and the model id to send it."""
         if model.startswith(BEDROCK_PREFIX):

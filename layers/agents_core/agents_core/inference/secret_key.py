@@ -1,4 +1,6 @@
-"""A provider whose API key lives in a secret: read at the first model call, not at start-up.
+"""A provider whose API key lives in a secret: read at the first model call, or at init where
+a Lambda init opens the model's connection (`Services.connect`: on demand, not under SnapStart,
+whose snapshot would keep a key its rotation left behind).
 
 The key is read where a model failure is handled (inside `stream`/`complete`), so a missing or
 unreadable secret fails the turn like any model failure (502, the session freed), never a
@@ -37,6 +39,10 @@ class KeyFromSecret:
                 raise UpstreamFailed(f"the model's API key is unavailable: {err}") from err
             self._keyed = self._create(key)
         return self._keyed
+
+    async def open(self) -> None:
+        """Read the key and open the keyed provider's connection now (`ModelRouter.open`)."""
+        await (await self._provider()).open()
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
         provider = await self._provider()

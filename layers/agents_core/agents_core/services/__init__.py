@@ -4,11 +4,16 @@ the resume queue on these services."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from ..settings import Settings
+
+#: The longest `Services.connect` holds up init: a connection is bounded by aws.CONNECT_TIMEOUT
+#: and the model's own connect timeout, the key's read by its client's timeouts.
+CONNECT_AT_INIT_SECONDS = 5.0
 
 
 @dataclass
@@ -67,6 +72,32 @@ class Services:
             from .. import secrets
 
             secrets.prepare()
+
+    async def connect(self) -> None:
+        """In Lambda but for SnapStart (`settings.connect_at_init`), open at init, before the
+        server listens, the connections a first run would: DynamoDB's two, the lifecycle
+        events' and the model's, whose key is read from its secret first. On demand, init has a full
+        vCPU and a first request the memory's share, which their TLS handshakes (and the key's
+        read) would otherwise spend; a snapshot's sockets would be dead after a restore. Best
+        effort and bounded (`CONNECT_AT_INIT_SECONDS`): whatever fails is left to the first
+        request, which meets it as it would have anyway."""
+        if not self.settings.connect_at_init:
+            return
+        from ..aws import JsonClient
+        from ..log import logger
+
+        opening = [self.models.open()]
+        if isinstance(self.dynamodb, JsonClient):  # a run's first two calls go out at once
+            opening.append(self.dynamodb.open(2))
+        if "publisher" in self.__dict__:  # built with an engine
+            opening.append(self.publisher.open())
+        try:
+            async with asyncio.timeout(CONNECT_AT_INIT_SECONDS):
+                results = await asyncio.gather(*opening, return_exceptions=True)
+        except TimeoutError:
+            results = [TimeoutError(f"not done in {CONNECT_AT_INIT_SECONDS} s")]
+        for failure in (r for r in results if isinstance(r, Exception)):
+            logger.warning("could not connect at init", extra={"error": repr(failure)})
 
     @cached_property
     def agents(self):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -32,6 +34,19 @@ def create_app(*routers: APIRouter, services: Services, lifespan: Any = None) ->
         app.include_router(router)
         app.include_router(_aliases(router))
     return app
+
+
+def connecting(services: Services) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """The lifespan of an app uvicorn serves behind the Web Adapter (run.sh): uvicorn runs it
+    before it listens, so within Lambda's init, where the services open the connections a
+    first run would (`Services.connect`)."""
+
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        await services.connect()
+        yield
+
+    return lifespan
 
 
 def _aliases(router: APIRouter) -> APIRouter:
