@@ -112,3 +112,30 @@ def test_both_stream_rejoin_routes_are_documented_as_event_streams_with_their_pa
         (p["name"], p["in"]) for p in paths[f"/v1{response}"]["get"]["parameters"]
     }
     assert "application/json" in paths[f"/v1{response}"]["get"]["responses"]["200"]["content"]
+
+
+def test_a_route_under_an_alias_prefix_answers_as_the_route_itself(api):
+    """`/v1alpha/agents` is `/v1/agents` (web/common.py ALIASES), methods and all; a path that
+    only begins like an alias is not."""
+    made = api.post("/v1alpha/agents", json={"agent_config": agent_config()})
+    assert made.status_code == 200
+    agent_id = made.json()["agent_id"]
+    assert api.get(f"/v1alpha/agents/{agent_id}").json() == api.get(f"/v1/agents/{agent_id}").json()
+    refused = api.request("TRACE", "/v1alpha/agents")
+    assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD, POST"
+    assert api.get("/v1alphaagents").status_code == 404
+
+
+def test_the_document_lists_each_alias_beside_its_route_with_operation_ids_of_its_own(document):
+    from agents_core.web.common import aliased
+
+    paths = document["paths"]
+    ids = [operation["operationId"] for each in paths.values() for operation in each.values()]
+    assert len(ids) == len(set(ids))
+    routes = [path for path in paths if aliased(path)]
+    assert routes
+    for path in routes:
+        alias = paths[aliased(path)]
+        assert alias.keys() == paths[path].keys()
+        for method, operation in alias.items():
+            assert operation["responses"].keys() == paths[path][method]["responses"].keys()

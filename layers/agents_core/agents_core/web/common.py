@@ -31,10 +31,27 @@ ALIASES = (
 
 def canonical(path: str) -> str:
     """The path a route is defined at, for a path served under an alias prefix."""
-    for prefix, alias in ALIASES:
-        if path == alias or path.startswith(alias + "/"):
-            return prefix + path[len(alias) :]
-    return path
+    found = alias_prefix(path)
+    return path if found is None else found[1] + path[len(found[0]) :]
+
+
+def alias_prefix(path: str) -> tuple[str, str] | None:
+    """(the alias, the prefix it stands for) where `path` is under an alias prefix."""
+    for prefix, alias, under in _BY_ALIAS:
+        if path.startswith(under) or path == alias:
+            return alias, prefix
+    return None
+
+
+def aliased(path: str) -> str | None:
+    """Where a route defined at `path` is also served, if anywhere."""
+    for prefix, alias, _ in _BY_ALIAS:
+        if path == prefix or path.startswith(prefix + "/"):
+            return alias + path[len(prefix) :]
+    return None
+
+
+_BY_ALIAS = tuple((prefix, alias, alias + "/") for prefix, alias in ALIASES)
 
 
 #: The query parameter and header of a rejoined stream, as the routes declare them.

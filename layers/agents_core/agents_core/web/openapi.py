@@ -4,12 +4,14 @@ each operation names the ones its kind of route can answer, all as `{"detail": .
 
 from __future__ import annotations
 
+import copy
+import re
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from .common import canonical
+from .common import aliased, canonical
 from .errors import openai_shaped
 
 _DETAIL = {
@@ -109,6 +111,7 @@ def install_openapi(app: FastAPI) -> None:
                     content = _ENVELOPE if openai_shaped(path) else _DETAIL
                     for status, meaning in statuses(path, method, operation).items():
                         responses.setdefault(status, {"description": meaning, "content": content})
+            schema["paths"] = _with_aliases(schema.get("paths", {}))
             components = schema.get("components", {}).get("schemas", {})
             for unused in ("HTTPValidationError", "ValidationError"):
                 components.pop(unused, None)
@@ -116,3 +119,27 @@ def install_openapi(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi
+
+
+def _with_aliases(paths: dict[str, Any]) -> dict[str, Any]:
+    """The paths, each followed by the alias it is also served at (`app.ServeAliases`), whose
+    operations are its own but for their ids, which FastAPI makes of the route's name and
+    path."""
+    out: dict[str, Any] = {}
+    for path, operations in paths.items():
+        out[path] = operations
+        alias = aliased(path)
+        if alias is None:
+            continue
+        copies = copy.deepcopy(operations)
+        for method, operation in copies.items():
+            own, alias_id = _id_part(path, method), _id_part(alias, method)
+            if operation.get("operationId", "").endswith(own):
+                operation["operationId"] = operation["operationId"][: -len(own)] + alias_id
+        out[alias] = copies
+    return out
+
+
+def _id_part(path: str, method: str) -> str:
+    """What FastAPI's operation ids end with for `path` and `method` (`generate_unique_id`)."""
+    return re.sub(r"\W", "_", path) + "_" + method
