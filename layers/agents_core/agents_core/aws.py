@@ -20,13 +20,14 @@ import time
 from functools import cache, partial
 from typing import Any, NamedTuple
 
+from . import json_text
+
 #: The services this application calls.
 SERVICES = ("dynamodb", "sqs", "events", "bedrock-runtime", "secretsmanager", "s3vectors", "s3")
 
 
 @cache
 def _session():
-    import json
     import os
 
     import botocore.session
@@ -207,7 +208,7 @@ class JsonClient:
             )
         else:
             handlers.generate_idempotent_uuid(params, model)
-        body = json.dumps(params, separators=(",", ":"), default=_blob_out).encode()
+        body = json_text.dumps(params, default=_blob_out)
         request = {
             "url_path": "/",
             "query_string": "",
@@ -677,11 +678,12 @@ def _backoff(attempt: int, *, throttled: bool) -> float:
 def _parse(status: int, headers: Any, body: bytes, attempt: int) -> dict[str, Any]:
     """The answer as botocore parses the JSON protocol: the body (blobs decoded) and
     `ResponseMetadata`; for an error, `Error` (Code, Message) and the error's own fields."""
-    hook = _blob_in if b'"B' in body else None
     try:
-        data = json.loads(body, object_hook=hook) if body else {}
+        data = json_text.loads(body) if body else {}
     except ValueError:
         data = {}
+    if b'"B' in body:
+        _decode_blobs(data)
     lowered = {k.lower(): v for k, v in headers.items()}
     meta = {
         "RequestId": lowered.get("x-amzn-requestid", ""),
@@ -705,13 +707,17 @@ def _blob_out(value: Any) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _blob_in(obj: dict[str, Any]) -> dict[str, Any]:
-    """json.loads' hook: an attribute value {"B": base64} or {"BS": [base64]} as bytes (an
-    item's attribute named B or BS holds a value object, never a string)."""
-    if len(obj) == 1:
-        if isinstance(obj.get("B"), str):
-            return {"B": base64.b64decode(obj["B"])}
-        blobs = obj.get("BS")
-        if isinstance(blobs, list) and all(isinstance(b, str) for b in blobs):
-            return {"BS": [base64.b64decode(b) for b in blobs]}
-    return obj
+def _decode_blobs(value: dict[str, Any] | list[Any]) -> None:
+    """In the parsed answer, in place: each attribute value {"B": base64} or {"BS": [base64]}
+    as bytes (an item's attribute named B or BS holds a value object, never a string)."""
+    for key, inner in value.items() if type(value) is dict else enumerate(value):
+        if type(inner) is dict:
+            if len(inner) == 1 and type(inner.get("B")) is str:
+                value[key] = {"B": base64.b64decode(inner["B"])}
+            elif len(inner) == 1 and type(blobs := inner.get("BS")) is list:
+                if all(type(b) is str for b in blobs):
+                    value[key] = {"BS": [base64.b64decode(b) for b in blobs]}
+            else:
+                _decode_blobs(inner)
+        elif type(inner) is list:
+            _decode_blobs(inner)

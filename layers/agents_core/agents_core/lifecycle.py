@@ -9,13 +9,12 @@ the turn or response.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
-from . import blocking
+from . import blocking, json_text
 from .log import logger
 
 #: The publishes held in this context (`hold`), or None: publish at once.
@@ -91,7 +90,7 @@ class TurnEventPublisher:
         entry = {
             "Source": SOURCE,
             "DetailType": detail_type,
-            "Detail": json.dumps(detail),
+            "Detail": json_text.dumps_str(detail),
             "EventBusName": self.bus_name,
         }
         try:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from pydantic_core import from_json
 
+from .. import json_text
 from ..api.common import GrammarResponseFormat, TopKSamplingStrategy, TopPSamplingStrategy
 from ..errors import InvalidRequest, UpstreamFailed, UpstreamTimeout
 from ..http1 import Broken, ConnectFailed, PostClient, default_tls_context
@@ -202,13 +203,13 @@ def _fields(request: ChatRequest) -> dict[str, Any]:
 def _body(request: ChatRequest) -> bytes:
     """The request's JSON: its messages (each finished turn's encoded once: a session's history
     is sent again at every turn), then the other fields."""
-    messages = ", ".join(m.encoded_once("openai", _message_json) for m in request.messages)
-    rest = json.dumps(_fields(request))
-    return f'{{"messages": [{messages}], {rest[1:]}'.encode()
+    messages = ",".join(m.encoded_once("openai", _message_json) for m in request.messages)
+    rest = json_text.dumps_str(_fields(request))
+    return f'{{"messages":[{messages}],{rest[1:]}'.encode()
 
 
 def _message_json(message: ChatMessage) -> str:
-    return json.dumps(_message(message))
+    return json_text.dumps_str(_message(message))
 
 
 def _refuse_grammar(request: ChatRequest) -> None:

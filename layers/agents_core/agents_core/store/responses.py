@@ -23,6 +23,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .. import json_text
 from ..api.responses import OpenAIResponseError, OpenAIResponseObjectWithInput
 from ..errors import InvalidRequest, NotFound
 from . import keys
@@ -122,12 +123,12 @@ class ResponseStore:
         extra = self._head_attributes(tenant, response)
         attrs = {"body": json_body(response)}
         if trace:
-            attrs["trace"] = json.dumps(trace, separators=(",", ":"))
+            attrs["trace"] = json_text.dumps_str(trace)
         head, *parts = encode(key(pk, keys.RESPONSE), attrs, extra)
         items = [head]
         if response.store:
             context_head, *context_parts = encode(
-                key(pk, keys.CONTEXT), {"context": json.dumps(context)}
+                key(pk, keys.CONTEXT), {"context": json_text.dumps_str(context)}
             )
             items.append(context_head)
             parts += context_parts
@@ -400,7 +401,7 @@ class ResponseStore:
         self, pk: str, owner: str, version: int, state: dict[str, Any]
     ) -> list[dict[str, Any]]:
         sk = f"{keys.RUN_STATE_PREFIX}{owner}#{version:06d}"
-        return encode(key(pk, sk), {"state": json.dumps(state)})
+        return encode(key(pk, sk), {"state": json_text.dumps_str(state)})
 
     def _record_keys(self, pk: str, sk: str) -> list[dict[str, Any]]:
         found = self._t.query_all(

@@ -4,12 +4,12 @@ history once it ends), its steps' items, and the lock a running turn holds on it
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
 
+from .. import json_text
 from ..api.agents import Step, Turn
 from ..api.common import ToolCall, deferred_adapter
 from ..domain import SessionLock, TurnState
@@ -35,7 +35,7 @@ def _calls_adapter() -> TypeAdapter:
 def state_json(state: TurnState) -> str:
     """The turn item's `state` attribute; `status` is stored apart, as `turn_status`, which
     conditions read."""
-    return json.dumps(
+    return json_text.dumps_str(
         {
             "iterations": state.iterations,
             "tool_calls": state.tool_calls,
@@ -49,7 +49,7 @@ def state_json(state: TurnState) -> str:
 
 def state_from_json(status: str, text: str, trace: str | None = None) -> TurnState:
     """The state from the turn item's `state` attribute and its `trace`, when it has one."""
-    data = json.loads(text)
+    data = json_text.loads(text)
     return TurnState(
         status=status,
         iterations=data["iterations"],
@@ -58,7 +58,7 @@ def state_from_json(status: str, text: str, trace: str | None = None) -> TurnSta
         error=data.get("error"),
         resume_token_hash=data.get("resume_token_hash"),
         events=data.get("events"),  # None: stored before it was counted
-        trace=json.loads(trace) if trace else [],
+        trace=json_text.loads(trace) if trace else [],
     )
 
 
@@ -107,7 +107,7 @@ def turn_items(
     if history is not None:
         attrs["history"] = history
     if state.trace:
-        attrs["trace"] = json.dumps(state.trace, separators=(",", ":"))
+        attrs["trace"] = json_text.dumps_str(state.trace)
     extra = {"turn_status": {"S": state.status}, **how, **lock.extra()}
     if steps is not None:
         extra["steps_apart"] = {"N": str(len(turn.steps) - len(inside))}

@@ -3,9 +3,9 @@ resume, and the history of the finished turns (remembered by a warm container)."
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from .. import json_text
 from ..api.agents import Step, Turn
 from ..domain import COMPLETED, FINISHED, RUNNING, PausedTurn, TurnState
 from ..errors import NotFound
@@ -94,7 +94,7 @@ class TurnReads:
             if status not in FINISHED:
                 break  # the turn being run now
             if status == COMPLETED and "history" in attrs:
-                messages.extend(json.loads(attrs["history"]))
+                messages.extend(json_text.loads(attrs["history"]))
                 size += len(attrs["history"])
             after = head["SK"]["S"]
         if after:

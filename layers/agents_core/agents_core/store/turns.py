@@ -5,11 +5,11 @@ time (`SessionLocks`, session_lock.py), the writes of a running turn (here), and
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .. import json_text
 from ..api.agents import Step, Turn
 from ..domain import AWAITING_INPUT, FINISHED, TurnState
 from ..errors import Conflict
@@ -68,7 +68,7 @@ class TurnStore(SessionLocks, TurnReads):
         transaction (parts of an oversized turn go first). `steps`, the last of the turn's steps
         and not yet written, are kept inside the turn item: a simple turn is one item.
         `removing`: keys of items deleted in the same transaction (a revert's steps)."""
-        history_json = json.dumps(history) if history is not None else None
+        history_json = json_text.dumps_str(history) if history is not None else None
         head, *parts = turn_items(lock, turn, state, history_json, steps)
         if parts:
             self._t.put_all(parts)
