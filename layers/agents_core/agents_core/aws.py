@@ -14,6 +14,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import random
 import sys
 import time
@@ -176,6 +177,7 @@ class JsonClient:
         self._events = _Observed(meta.events)
         meta.events = self._events
         self._operations = operations
+        self._in_lambda = "AWS_LAMBDA_FUNCTION_NAME" in os.environ
         for operation in operations:
             setattr(self, xform_name(operation), partial(self._call, operation))
 
@@ -227,7 +229,7 @@ class JsonClient:
                 request_signer=None,
                 context=context,
             )
-        else:
+        elif self._in_lambda:  # what it looks for first, read once
             handlers.add_recursion_detection_header(request)
         if answered is not None:
             http, parsed = answered

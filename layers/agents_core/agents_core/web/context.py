@@ -13,12 +13,11 @@ adapter sets it, replacing anything a caller sent; locally a caller could forge 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from fastapi import Request
 
-from .. import aws
+from .. import aws, json_text
 from ..errors import Unauthenticated
 from ..log import logger
 from ..services import Services
@@ -50,7 +49,7 @@ def request_event(request: Request) -> dict[str, Any] | None:
     header = request.headers.get(WEB_ADAPTER_HEADER)
     if header and request.app.state.services.settings.trust_request_context_header:
         try:
-            return {"requestContext": json.loads(header)}
+            return {"requestContext": json_text.loads(header)}
         except ValueError:
             return None
     return None
