@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 
+import pytest
 from agents_core.services import build_services
 from agents_core.settings import Settings
 from agents_core.web.agents import router as agents_router
@@ -369,3 +370,38 @@ def test_a_kept_connections_waits_time_out_whether_their_deadline_is_later_or_ea
         return outcomes
 
     assert asyncio.run(calls()) == ["ok", "timed out", "ok", "timed out"]
+
+
+def test_connections_opened_ahead_serve_the_next_calls_and_a_refused_one_is_raised(model):
+    """`PostClient.open(n)` (a Lambda init, `Services.connect`) keeps n connections that the
+    next n calls at once take, opening none; where nothing listens, it raises what `post`
+    would, keeping nothing."""
+    import asyncio
+
+    from agents_core.http1 import ConnectFailed, PostClient
+
+    model.reset()
+    client = PostClient(f"{model.url}/chat/completions", {}, timeout=5, connect_timeout=2)
+
+    async def opened_then_two_at_once() -> list[int]:
+        await client.open(2)
+        kept = len(client._idle)
+        for _ in range(2):
+            model.reply(text="hi")
+        answers = await asyncio.gather(*(client.post(b"{}") for _ in range(2)))
+        for answer in answers:
+            await answer.read(1_000_000)
+            answer.close()
+        await client.open(2)  # both kept again: nothing to open
+        return [kept, len(client._idle)]
+
+    assert asyncio.run(opened_then_two_at_once()) == [2, 2]
+    assert model.connections == 2  # the calls took the connections opened ahead
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    nowhere = PostClient(f"http://127.0.0.1:{port}/", {}, timeout=5, connect_timeout=2)
+    with pytest.raises(ConnectFailed):
+        asyncio.run(nowhere.open(2))
+    assert nowhere._idle == []

@@ -419,8 +419,12 @@ class PostClient:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._idle, self._loop = [], loop
-        opened = [self._connect(loop) for _ in range(count - len(self._idle))]
-        self._idle += await asyncio.gather(*opened)
+        opening = [self._connect(loop) for _ in range(count - len(self._idle))]
+        opened = await asyncio.gather(*opening, return_exceptions=True)
+        self._idle += [conn for conn in opened if isinstance(conn, _Conn)]
+        for failure in opened:
+            if isinstance(failure, BaseException):
+                raise failure
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Conn:
         import socket

@@ -76,11 +76,11 @@ class Services:
     async def connect(self) -> None:
         """In Lambda but for SnapStart (`settings.connect_at_init`), open at init, before the
         server listens, the connections a first run would: DynamoDB's two, the lifecycle
-        events' and the model's, whose key is read from its secret first. On demand, init has a full
-        vCPU and a first request the memory's share, which their TLS handshakes (and the key's
-        read) would otherwise spend; a snapshot's sockets would be dead after a restore. Best
-        effort and bounded (`CONNECT_AT_INIT_SECONDS`): whatever fails is left to the first
-        request, which meets it as it would have anyway."""
+        events' and the model's, whose key is read from its secret first. On demand, init has
+        a full vCPU and a first request the memory's share, which their TLS handshakes (and the
+        key's read) would otherwise spend; a snapshot's sockets would be dead after a restore.
+        Best effort and bounded (`CONNECT_AT_INIT_SECONDS`): whatever fails is left to the
+        first request, which meets it as it would have anyway."""
         if not self.settings.connect_at_init:
             return
         from ..aws import JsonClient
