@@ -55,31 +55,21 @@ def test_a_value_of_the_wrong_type_names_its_variable():
 
 
 @pytest.mark.parametrize(
-    ("environ", "primed"),
+    ("environ", "primed", "connects"),
     [
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start"}, True),
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "provisioned-concurrency"}, True),
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}, True),
-        ({}, False),
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start", "PRIME_AT_INIT": "false"}, False),
-        ({"PRIME_AT_INIT": "true"}, True),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start"}, True, False),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "provisioned-concurrency"}, True, True),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}, True, True),
+        ({}, False, False),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start", "PRIME_AT_INIT": "false"}, False, False),
+        ({"PRIME_AT_INIT": "true", "CONNECT_AT_INIT": "true"}, True, True),
+        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand", "CONNECT_AT_INIT": "false"}, True, False),
     ],
 )
-def test_init_is_primed_in_lambda_whatever_its_initialization_type(environ, primed):
-    assert Settings.from_env(environ).prime_at_init is primed
-
-
-@pytest.mark.parametrize(
-    ("environ", "connects"),
-    [
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}, True),
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "provisioned-concurrency"}, True),
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start"}, False),
-        ({}, False),
-        ({"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand", "CONNECT_AT_INIT": "false"}, False),
-        ({"CONNECT_AT_INIT": "true"}, True),
-    ],
-)
-def test_init_opens_connections_in_lambda_but_under_snapstart(environ, connects):
-    """A snapshot would hold the sockets, dead once restored."""
-    assert Settings.from_env(environ).connect_at_init is connects
+def test_lambda_inits_are_primed_and_open_connections_but_under_snapstart(
+    environ, primed, connects
+):
+    """Every Lambda init builds what a first request would; all but SnapStart's also open its
+    connections (a snapshot would hold the sockets, dead once restored)."""
+    settings = Settings.from_env(environ)
+    assert (settings.prime_at_init, settings.connect_at_init) == (primed, connects)
