@@ -597,7 +597,7 @@ def print_first_runs(
         " primed the connections that connected opens at init (as deployed without SnapStart)"
     )
     print(
-        f"  {'':<18}{'init':<10}{'s':>6}{'first run':>11}{'cold start':>12}"
+        f"  {'':<18}{'init (s)':<16}{'first run':>11}{'cold start':>12}"
         f"{'first run at full core':>24}"
     )
     for kind, figures in full.items():
