@@ -29,12 +29,6 @@ ALIASES = (
 )
 
 
-def canonical(path: str) -> str:
-    """The path a route is defined at, for a path served under an alias prefix."""
-    found = alias_prefix(path)
-    return path if found is None else found[1] + path[len(found[0]) :]
-
-
 def alias_prefix(path: str) -> tuple[str, str] | None:
     """(the alias, the prefix it stands for) where `path` is under an alias prefix."""
     for prefix, alias, under in _BY_ALIAS:

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from .common import aliased, canonical
+from .common import aliased
 from .errors import openai_shaped
 
 _DETAIL = {
@@ -57,7 +57,6 @@ _TOOL_LISTINGS = ("/v1/tools", "/v1/tool-runtime/list-tools")
 
 def statuses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str]:
     """The error statuses an operation can answer, with what each means."""
-    path = canonical(path)
     out = {"400": "Invalid request (the validation message in `detail`)"}
     if "{" in path:
         out["404"] = "Not found, or another tenant's"
