@@ -366,7 +366,7 @@ class _Signer:
                 "POST",
                 "/",
                 "",
-                "".join(f"{name}:{signed[name].strip()}\n" for name in names),
+                "".join([f"{name}:{signed[name].strip()}\n" for name in names]),
                 ";".join(names),
                 hashlib.sha256(body).hexdigest(),
             ]

@@ -262,7 +262,7 @@ class _Conn(asyncio.Protocol):
             if end >= 0:
                 lines = bytes(buffer[:end]).split(b"\n")
                 del buffer[:size]
-                if len(lines) > _MAX_HEADERS + 1 or any(len(line) > _MAX_LINE for line in lines):
+                if len(lines) > _MAX_HEADERS + 1 or max(map(len, lines)) > _MAX_LINE:
                     raise Broken("the answer's head passes its bounds")
                 return [line.rstrip(b"\r") for line in lines]
             if len(buffer) >= _MAX_HEAD:
@@ -397,7 +397,7 @@ class PostClient:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # the kept connections belong to a loop that is gone
             self._idle, self._loop = [], loop
-        more = "".join(f"{k}: {v}\r\n" for k, v in headers.items()) if headers else ""
+        more = "".join([f"{k}: {v}\r\n" for k, v in headers.items()]) if headers else ""
         request = f"{self._head}{more}Content-Length: {len(body)}\r\n\r\n".encode() + body
         while self._idle:
             conn = self._idle.pop()

@@ -58,7 +58,7 @@ def parse_body(model: type[M], item: dict[str, Any]) -> M:
 
 def item_size(item: dict[str, Any]) -> int:
     """Bytes an item counts against the limit: attribute names plus values (strings in UTF-8)."""
-    return sum(len(name.encode()) + _value_size(value) for name, value in item.items())
+    return sum([len(name.encode()) + _value_size(value) for name, value in item.items()])
 
 
 def _value_size(value: dict[str, Any]) -> int:
@@ -121,7 +121,7 @@ def _stored(attrs: dict[str, str]) -> dict[str, Any]:
     if len(attrs) < 2:
         return {name: _packed(value) for name, value in attrs.items()}
     texts = [value.encode() for value in attrs.values()]
-    size = sum(len(text) for text in texts)
+    size = sum(map(len, texts))
     if size >= PACK_CHARS:
         header = json.dumps([[name, len(text)] for name, text in zip(attrs, texts, strict=True)])
         packed = zlib.compress(header.encode() + b"\n" + b"".join(texts), 6)

@@ -69,8 +69,7 @@ async def _live(
 ) -> AsyncIterator[tuple[bytes, bool]]:
     """The frames' SSE text as they come, each piece with whether the stream ends with it (the
     last frames and the end of the body go out in one send)."""
-    queue: asyncio.Queue = asyncio.Queue()
-    done = object()
+    produced = _Produced()
 
     async def pump() -> None:
         # The run's lifecycle event goes out right after the log's last write.
@@ -79,13 +78,13 @@ async def _live(
             async for frame in frames:
                 if recorder is not None:
                     recorder.add(frame)
-                queue.put_nowait(frame)  # unbounded: put would never wait either
+                produced.put(frame)
         finally:
             # The end is written (and the event sent) before the client's stream ends: a
             # Lambda may be frozen once its answer is complete.
             if recorder is not None:
                 await recorder.close(final=ended(), then=held)
-            queue.put_nowait(done)
+            produced.end()
 
     task = asyncio.create_task(pump())
     _running.add(task)
@@ -95,10 +94,42 @@ async def _live(
         # The frames produced since the last send go out together: a model that answers at
         # once yields several per wakeup, and each send is a pass through the ASGI stack and
         # a system call.
-        frames = [await queue.get()]
-        while not queue.empty():
-            frames.append(queue.get_nowait())
-        ending = frames[-1] is done
-        text = "".join(encode_frame(f) for f in frames if f is not done)
+        batch, ending = await produced.taken()
+        text = "".join([encode_frame(frame) for frame in batch])
         if text or ending:
             yield text.encode(), ending
+
+
+class _Produced:
+    """The frames a run's task has produced and the answer not yet sent, and whether the run
+    ended: one task puts, one takes. An asyncio.Queue did the same with a dozen calls a frame
+    (its getters' queue, its checks of being full and empty)."""
+
+    def __init__(self) -> None:
+        self._frames: list[Frame] = []
+        self._ended = False
+        self._waiter: asyncio.Future | None = None
+
+    def put(self, frame: Frame) -> None:
+        self._frames.append(frame)
+        self._wake()
+
+    def end(self) -> None:
+        self._ended = True
+        self._wake()
+
+    async def taken(self) -> tuple[list[Frame], bool]:
+        """What was produced since the last call (waiting until something was), and whether
+        the run has ended."""
+        if not (self._frames or self._ended):
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        frames, self._frames = self._frames, []
+        return frames, self._ended
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
