@@ -1,8 +1,11 @@
 """A run's POSTs (create a turn, resume one, create a response) are DirectRoutes: a valid
-request skips FastAPI's per-request solving of its parameters, and every other request is
-answered exactly as FastAPI's own route answers it."""
+request skips FastAPI's per-request solving of its parameters, and the app's middleware stack
+and router, and every other request is answered exactly as FastAPI's own route answers it."""
 
 from __future__ import annotations
+
+import gzip
+import json
 
 import fastapi.routing
 import pytest
@@ -12,12 +15,14 @@ from agents_core.web import responses, turns
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.direct_route import DirectRoute
+from agents_core.web.encoding import DecompressBodies
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from starlette.middleware.gzip import GZipMiddleware
 
 from .conftest import TABLE
-from .turn_support import new_session, turn_url, user
+from .turn_support import WEATHER_TOOL, new_session, turn_url, user
 
 RUNS = [
     ("/v1/agents/{agent_id}/session/{session_id}/turn", turns.create_turn),
@@ -62,6 +67,21 @@ def solved(monkeypatch) -> list[str]:
         return await real(request=request, **kwargs)
 
     monkeypatch.setattr(fastapi.routing, "solve_dependencies", counted)
+    return paths
+
+
+@pytest.fixture
+def stacked(monkeypatch) -> list[str]:
+    """The paths of the requests that went through the app's middleware stack."""
+    paths: list[str] = []
+    real = DecompressBodies.__call__
+
+    async def counted(self, scope, receive, send):
+        if scope["type"] == "http":
+            paths.append(scope["path"])
+        await real(self, scope, receive, send)
+
+    monkeypatch.setattr(DecompressBodies, "__call__", counted)
     return paths
 
 
@@ -148,3 +168,63 @@ def test_an_endpoint_direct_route_cannot_serve_is_refused_when_the_app_is_built(
     with pytest.raises(ValueError, match="query"):
         router.add_api_route("/v1/agents/{agent_id}/x", listed, route_class_override=DirectRoute)
         FastAPI().include_router(router)
+
+
+def test_a_valid_runs_post_passes_by_the_middleware_stack_and_any_other_goes_through_it(
+    apps, model, stacked
+):
+    direct, _ = apps
+    agent_id, session_id = new_session(direct, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    assert stacked == [  # not runs: through the stack
+        "/v1/agents",
+        f"/v1/agents/{agent_id}/session",
+    ]
+    stacked.clear()
+    model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
+    paused = direct.post(url, json={"messages": [user("weather?")], "stream": True})
+    assert paused.status_code == 200 and "turn_awaiting_input" in paused.text
+    waiting = direct.get(f"/v1/agents/{agent_id}/session/{session_id}").json()["turns"][0]
+    stacked.clear()  # the session's read went through it
+    call_id = waiting["output_message"]["tool_calls"][0]["call_id"]
+    model.reply(text="Sunny.")
+    answer = {"tool_responses": [{"call_id": call_id, "tool_name": "get_weather", "content": "x"}]}
+    resumed = direct.post(f"{url}/{waiting['turn_id']}/resume", json={**answer, "stream": True})
+    assert resumed.status_code == 200 and "turn_complete" in resumed.text
+    model.reply(text="Hello", chunks=1)
+    aliased = direct.post("/v1/responses", json={"model": "m", "input": "hi"})
+    assert aliased.status_code == 200 and aliased.json()["status"] == "completed"
+    assert stacked == []
+
+    refused = direct.post(url, json={"messages": "hi"})
+    assert refused.status_code == 400 and stacked == [url]
+    model.reply(text="Zipped", chunks=1)
+    body = gzip.compress(json.dumps({"messages": [user("hello")]}).encode())
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    zipped = direct.post(url, content=body, headers=headers)
+    assert zipped.status_code == 200 and zipped.json()["output_message"]["content"] == "Zipped"
+    assert stacked == [url, url]
+
+
+def test_an_error_a_run_raises_is_answered_as_fastapis_route_answers_it(apps, monkeypatch):
+    direct, plain = apps
+    body = {"messages": [user("hi")]}
+    unknown = [client.post(turn_url("nobody", "s1"), json=body) for client in (direct, plain)]
+    assert unknown[0].status_code == 404 and unknown[0].json() == unknown[1].json()
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    engine = direct.app.state.services.engine
+    monkeypatch.setattr(engine, "start_turn", broken)
+    agent_id, session_id = new_session(direct)
+    failed = [client.post(turn_url(agent_id, session_id), json=body) for client in (direct, plain)]
+    assert failed[0].status_code == 500 and failed[0].json() == failed[1].json()
+
+
+def test_an_app_whose_runs_would_pass_by_other_middleware_refuses_to_start(dynamodb):
+    services = build_services(Settings(table_name=TABLE), dynamodb)
+    app = create_app(turns.turns_router, services=services)
+    app.add_middleware(GZipMiddleware)
+    with pytest.raises(ValueError, match="pass by middleware"), TestClient(app):
+        pass

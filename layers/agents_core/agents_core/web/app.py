@@ -9,9 +9,11 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from pydantic.warnings import UnsupportedFieldAttributeWarning
+from starlette.routing import Match
 
 from ..services import Services
 from .common import alias_prefix
+from .direct_route import DirectRoute, serve_direct
 from .encoding import DecompressBodies
 from .errors import install_error_handlers
 from .openapi import install_openapi
@@ -24,7 +26,7 @@ def create_app(*routers: APIRouter, services: Services, lifespan: Any = None) ->
     warnings.filterwarnings(
         "ignore", message="The 'alias' attribute", category=UnsupportedFieldAttributeWarning
     )
-    app = FastAPI(title="serverless-agents", version="0.1.0", lifespan=lifespan)
+    app = App(title="serverless-agents", version="0.1.0", lifespan=lifespan)
     app.state.services = services
     app.add_middleware(DecompressBodies)
     install_error_handlers(app)
@@ -32,7 +34,39 @@ def create_app(*routers: APIRouter, services: Services, lifespan: Any = None) ->
     app.add_middleware(ServeAliases)
     for router in routers:
         app.include_router(router)
+    app.direct_routes = [
+        r for router in routers for r in router.routes if isinstance(r, DirectRoute)
+    ]
     return app
+
+
+class App(FastAPI):
+    """The app, whose runs' POSTs go straight to their DirectRoute: a request one matches is
+    served by `direct_route.serve_direct` without passing through the middleware stack and the
+    router, some 20 frames deep (each await of the request's task resumes them all; about 5%
+    of a streamed turn's instructions). The middleware it passes by are FastAPI's own
+    (errors: the app's handlers answer as they would; a body limit the app does not set), the
+    aliases (applied here too) and the decompression (a compressed body goes the long way).
+    Any other middleware added would be passed by too: `direct_routes` is refused then."""
+
+    direct_routes: list[DirectRoute] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and self.direct_routes:
+            routed = ServeAliases.routed(scope)
+            for route in self.direct_routes:
+                match, child = route.matches(routed)
+                if match is Match.FULL:
+                    matched = {**routed, **child, "app": self}
+                    await serve_direct(self, route, matched, scope, receive, send, super().__call__)
+                    return
+        await super().__call__(scope, receive, send)
+
+    def build_middleware_stack(self) -> Any:
+        added = {m.cls for m in self.user_middleware}
+        if self.direct_routes and not added <= {DecompressBodies, ServeAliases}:
+            raise ValueError(f"the runs' POSTs would pass by middleware: {added}")
+        return super().build_middleware_stack()
 
 
 def connecting(services: Services) -> Callable[[Any], AbstractAsyncContextManager[None]]:
@@ -58,12 +92,18 @@ class ServeAliases:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and (found := alias_prefix(scope["path"])) is not None:
-            alias, prefix = found  # ASCII both: the raw path begins with the alias as it is
-            raw = scope.get("raw_path") or scope["path"].encode()
-            scope = {
-                **scope,
-                "path": prefix + scope["path"][len(alias) :],
-                "raw_path": prefix.encode() + raw[len(alias) :],
-            }
-        await self.app(scope, receive, send)
+        await self.app(self.routed(scope) if scope["type"] == "http" else scope, receive, send)
+
+    @staticmethod
+    def routed(scope: dict[str, Any]) -> dict[str, Any]:
+        """An HTTP request's scope with the path its route is defined at."""
+        found = alias_prefix(scope["path"])
+        if found is None:
+            return scope
+        alias, prefix = found  # ASCII both: the raw path begins with the alias as it is
+        raw = scope.get("raw_path") or scope["path"].encode()
+        return {
+            **scope,
+            "path": prefix + scope["path"][len(alias) :],
+            "raw_path": prefix.encode() + raw[len(alias) :],
+        }

@@ -18,9 +18,10 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 _JSON_TYPES = ("application/json",)
 
@@ -31,20 +32,56 @@ class DirectRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
         standard = super().get_route_handler()
-        arguments = _Arguments(self)
-        endpoint = self.dependant.call
-        assert endpoint is not None
+        self.arguments = _Arguments(self)
 
         async def handler(request: Request) -> Response:
-            args = await arguments.of(request)
+            args = await self.arguments.of(request)
             if args is None:
                 return await standard(request)
-            response = await endpoint(**args)
-            if not isinstance(response, Response):
-                raise TypeError(f"{self.path}: a DirectRoute's endpoint answers a Response")
-            return response
+            return await self.answer(args)
 
         return handler
+
+    async def answer(self, args: dict[str, Any]) -> Response:
+        """The endpoint's answer to the arguments `arguments.of` built."""
+        assert self.dependant.call is not None
+        response = await self.dependant.call(**args)
+        if not isinstance(response, Response):
+            raise TypeError(f"{self.path}: a DirectRoute's endpoint answers a Response")
+        return response
+
+
+async def serve_direct(
+    app: FastAPI,
+    route: DirectRoute,
+    matched: dict[str, Any],
+    scope: dict[str, Any],
+    receive: Any,
+    send: Any,
+    stack: Callable[[Any, Any, Any], Awaitable[None]],
+) -> None:
+    """Answer a request that `route` matched (`matched`: the scope with its path parameters)
+    as the app would, without the app's middleware and routing (`web.app.App`): its arguments
+    built here, an exception answered by the app's handler of it. A request a DirectRoute
+    does not take by itself (a compressed body, one that does not validate) goes through the
+    app's `stack` as it came, its body handed on."""
+    if any(name == b"content-encoding" for name, _ in scope["headers"]):
+        await stack(scope, receive, send)  # the app's middleware decompresses it first
+        return
+    body = await _body(receive)
+    if body is None:
+        return  # the client went before its body had come: nobody to answer
+    request = Request(matched, _replay(body, receive))
+    try:
+        args = await route.arguments.of(request)
+        if args is None:
+            await stack(scope, _replay(body, receive), send)
+            return
+        response = await route.answer(args)
+    except Exception as exc:
+        await _handled(app, request, exc, send)
+        return
+    await response(matched, request.receive, send)
 
 
 class _Arguments:
@@ -110,6 +147,57 @@ class _Arguments:
                 return None  # FastAPI validates it, and calls the dependency with it
             args[name] = await call(**({request_name: request} if request_name else {}))
         return args
+
+
+async def _body(receive: Any) -> bytes | None:
+    """The request's whole body; None when the client went first."""
+    parts = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """A receive that gives `body` first, then what `receive` gives (a disconnect)."""
+    sent = False
+
+    async def replayed() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
+
+
+async def _handled(app: FastAPI, request: Request, exc: Exception, send: Any) -> None:
+    """`exc` answered as the app's middleware answers it: by the handler of its class (or of
+    an HTTPException's status), else by the app's handler of every error, which answers and
+    raises it again for the server to log; raised unanswered without one."""
+    handlers = app.exception_handlers
+    handler = None
+    if isinstance(exc, StarletteHTTPException) and exc.status_code != 500:
+        handler = handlers.get(exc.status_code)
+    for cls in type(exc).__mro__:
+        if handler is not None or cls is Exception:
+            break
+        handler = handlers.get(cls)
+    unexpected = handler is None
+    if unexpected:
+        handler = handlers.get(500) or handlers.get(Exception)
+        if handler is None:
+            raise exc
+    response = handler(request, exc)
+    if inspect.isawaitable(response):
+        response = await response
+    await response(request.scope, request.receive, send)
+    if unexpected:
+        raise exc
 
 
 def _plain(dependant: Any) -> bool:
