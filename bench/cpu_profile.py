@@ -5,13 +5,16 @@ it idles (its main loop's wake-ups), which a Lambda spends through every wait on
 
 Each figure is the server's utime + stime (and, finer, the on-CPU time of its threads from
 /proc/<pid>/task/*/schedstat) over N runs driven over one kept-alive HTTP connection, divided
-by N. `--profile DIR` then records each server with py-spy (raw collapsed stacks, one file per
+by N: back to back, and each after the server idled 50 ms (`--pause-ms`), in alternating
+batches. The same work costs more after a pause: the caches are cold (this machine is a
+Firecracker microVM, as a Lambda is), and a Lambda that is not kept busy runs each request so. `--profile DIR` then records each server with py-spy (raw collapsed stacks, one file per
 function, samples taken while a thread holds the GIL) over another N runs, not measured: py-spy
 stops the process for each sample, which doubles the CPU it uses. `--compare DIR`
 measures another checkout (its functions/ and layers/; e.g. `git archive HEAD~1 | tar -x -C
 DIR`) in the same run, over the same peers, in alternating batches of runs (`measure`).
 
     .venv/bin/python bench/cpu_profile.py [--runs 40] [--profile /tmp/prof] [--compare /tmp/old]
+        [--pause-ms 0 50]
 """
 
 from __future__ import annotations
@@ -120,12 +123,18 @@ def streamed(http, url: str, body: dict, marker: str) -> None:
         raise RuntimeError(f"{url}: no {marker} in the stream")
 
 
+#: What a server does after a run's stream ends (its lifecycle event) is done within this.
+TAIL = 0.05
+
+
 class Meter:
     """CPU of one process over what runs inside `measure()`, summed; `counting=False` (a
-    profiled pass) runs it without counting."""
+    profiled pass) runs it without counting. `pause`: seconds the process is left idle after
+    each run, measured with the run (what it does after its stream ended); 0: runs back to
+    back, each batch's last run then settled by `settle()`."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid, self.ticks, self.sched, self.counting = pid, 0.0, 0.0, True
+    def __init__(self, pid: int, pause: float = TAIL) -> None:
+        self.pid, self.pause, self.ticks, self.sched, self.counting = pid, pause, 0.0, 0.0, True
 
     @contextmanager
     def measure(self):
@@ -134,7 +143,17 @@ class Meter:
             return
         before = cpu_seconds(self.pid)
         yield
-        time.sleep(0.05)  # what the server does after the stream ends (lifecycle events)
+        time.sleep(self.pause)
+        self._add(before)
+
+    def settle(self) -> None:
+        """After runs back to back: what the last of them did once its stream had ended."""
+        if self.counting and not self.pause:
+            before = cpu_seconds(self.pid)
+            time.sleep(TAIL)
+            self._add(before)
+
+    def _add(self, before: tuple[float, float]) -> None:
         after = cpu_seconds(self.pid)
         self.ticks += after[0] - before[0]
         self.sched += after[1] - before[1]
@@ -149,6 +168,13 @@ def main() -> None:
         "--compare", type=Path, default=None, help="another checkout, measured alongside"
     )
     parser.add_argument("--idle", type=float, default=5.0, help="seconds idle, measured")
+    parser.add_argument(
+        "--pause-ms",
+        type=float,
+        nargs="+",
+        default=[0, TAIL * 1000],
+        help="idle after each run, ms (0: back to back); each measured, in alternating batches",
+    )
     args = parser.parse_args()
     roots = [root for root in (args.compare, ROOT) if root is not None]
     with moto_and_model() as (aws_endpoint, model_url), ExitStack() as stack:
@@ -156,17 +182,21 @@ def main() -> None:
         idle = idle_rates(benches, args.idle)
         meters = measure(args, benches)
         n = args.runs * args.repeat
-        for bench, (turns, responses, resumes), rates in zip(benches, meters, idle, strict=True):
+        for bench, by_pause, rates in zip(benches, meters, idle, strict=True):
             print(f"{bench.root}:")
             each = ", ".join(f"{name} {rate * 1000:.2f}" for name, rate in rates.items())
             print(f"CPU of each server while idle (ms per second; {args.idle:g} s): {each}")
-            print(f"CPU of the server process per run (ms; {n} runs each; utime+stime / schedstat)")
-            for label, meter in (
-                ("streamed turn (one session)", turns),
-                ("streamed response", responses),
-                ("resume (one session)", resumes),
-            ):
-                print(f"  {label:<30} {meter.ticks / n * 1000:6.2f}  {meter.sched / n * 1000:6.2f}")
+            for pause, (turns, responses, resumes) in by_pause.items():
+                after = f"{pause * 1000:g} ms idle after each" if pause else "back to back"
+                print(f"CPU of the server process per run (ms; {n} runs each, {after};")
+                print("  utime+stime / schedstat)")
+                for label, meter in (
+                    ("streamed turn (one session)", turns),
+                    ("streamed response", responses),
+                    ("resume (one session)", resumes),
+                ):
+                    ticks, sched = meter.ticks / n * 1000, meter.sched / n * 1000
+                    print(f"  {label:<30} {ticks:6.2f}  {sched:6.2f}")
         if args.profile:
             for bench in benches:
                 bench.profile(args.profile / bench.root.name)
@@ -187,21 +217,36 @@ def idle_rates(benches: list[Bench], seconds: float) -> list[dict[str, float]]:
 BATCH = 10
 
 
-def measure(args: argparse.Namespace, benches: list[Bench]) -> list[tuple[Meter, Meter, Meter]]:
-    """Each kind of run, measured on each checkout in alternating batches of BATCH runs: a
-    drift in the machine's speed (other tenants, a warmer cache) meets both alike. Measured
-    one after the other, the same code has differed by half a millisecond a turn."""
-    meters = []
-    for bench in benches:
-        meters.append(tuple(Meter(bench.pids[name]) for name in ("turns", "responses", "resume")))
+def measure(
+    args: argparse.Namespace, benches: list[Bench]
+) -> list[dict[float, tuple[Meter, Meter, Meter]]]:
+    """Each kind of run, measured on each checkout and after each pause (`--pause-ms`) in
+    alternating batches of BATCH runs: a drift in the machine's speed (other tenants) meets
+    them all alike. Measured one after the other, the same code has differed by half a
+    millisecond a turn. For each checkout, {pause in seconds: its meters, by kind}."""
+    pauses = [ms / 1000 for ms in args.pause_ms]
+    meters = [
+        {
+            pause: tuple(
+                Meter(bench.pids[name], pause) for name in ("turns", "responses", "resume")
+            )
+            for pause in pauses
+        }
+        for bench in benches
+    ]
     for kind in range(3):
-        runs = [bench.runs(kind, meter[kind]) for bench, meter in zip(benches, meters, strict=True)]
+        runs = [
+            (bench.runs(kind, by_pause[pause][kind]), by_pause[pause][kind])
+            for bench, by_pause in zip(benches, meters, strict=True)
+            for pause in pauses
+        ]
         left = args.runs * args.repeat
         while left:
             step = min(BATCH, left)
-            for each in runs:
+            for each, meter in runs:
                 for _ in range(step):
                     next(each)
+                meter.settle()
             left -= step
     return meters
 
