@@ -330,16 +330,17 @@ def _shared_prefix(a: str, b: str, limit: int, guess: int = 0) -> int:
 
 def _shared_suffix(a: str, b: str, limit: int, guess: int = 0) -> int:
     """How many last characters (at most `limit`) `a` and `b` share (`guess`: as above)."""
+    la, lb = len(a), len(b)
     if (
         0 < guess <= limit
-        and a[len(a) - guess :] == b[len(b) - guess :]
-        and (guess == limit or a[len(a) - guess - 1] != b[len(b) - guess - 1])
+        and a[la - guess :] == b[lb - guess :]
+        and (guess == limit or a[la - guess - 1] != b[lb - guess - 1])
     ):
         return guess
     low, high = 0, limit
     while low < high:
         middle = (low + high + 1) // 2
-        if a[len(a) - middle : len(a) - low] == b[len(b) - middle : len(b) - low]:
+        if a[la - middle : la - low] == b[lb - middle : lb - low]:
             low = middle
         else:
             high = middle - 1
