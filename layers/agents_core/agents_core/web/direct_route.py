@@ -10,6 +10,9 @@ itself (the body by pydantic's JSON parser, in one pass; each dependency called 
 other request (a body that does not validate, another content type, an invalid id, a header a
 dependency reads) goes to FastAPI's own handler, so what it answers is FastAPI's, as is the
 route's OpenAPI entry.
+
+The app (`web.app.App`) hands a request a DirectRoute matches to `serve_direct`, past the
+middleware stack and the router; what the route does not take by itself goes through them.
 """
 
 from __future__ import annotations
