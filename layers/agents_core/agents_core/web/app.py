@@ -43,8 +43,8 @@ def create_app(*routers: APIRouter, services: Services, lifespan: Any = None) ->
 class App(FastAPI):
     """The app, whose runs' POSTs go straight to their DirectRoute: a request one matches is
     served by `direct_route.serve_direct` without passing through the middleware stack and the
-    router, some 20 frames deep (each await of the request's task resumes them all; about 5%
-    of a streamed turn's instructions). The middleware it passes by are FastAPI's own
+    router, some 20 frames deep (each await of the request's task resumes them all: 3-5% of
+    a run's instructions, bench/instructions.py). The middleware it passes by are FastAPI's own
     (errors: the app's handlers answer as they would; a body limit the app does not set), the
     aliases (applied here too) and the decompression (a compressed body goes the long way).
     Any other middleware added would be passed by too: `direct_routes` is refused then."""
