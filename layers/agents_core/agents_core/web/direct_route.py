@@ -26,6 +26,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .encoding import replayed
+
 _JSON_TYPES = ("application/json",)
 
 
@@ -74,11 +76,11 @@ async def serve_direct(
     body = await _body(receive)
     if body is None:
         return  # the client went before its body had come: nobody to answer
-    request = Request(matched, _replay(body, receive))
+    request = Request(matched, replayed(body, receive))
     try:
         args = await route.arguments.of(request)
         if args is None:
-            await stack(scope, _replay(body, receive), send)
+            await stack(scope, replayed(body, receive), send)
             return
         response = await route.answer(args)
     except Exception as exc:
@@ -164,32 +166,17 @@ async def _body(receive: Any) -> bytes | None:
             return b"".join(parts)
 
 
-def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]]:
-    """A receive that gives `body` first, then what `receive` gives (a disconnect)."""
-    sent = False
-
-    async def replayed() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replayed
-
-
 async def _handled(app: FastAPI, request: Request, exc: Exception, send: Any) -> None:
-    """`exc` answered as the app's middleware answers it: by the handler of its class (or of
-    an HTTPException's status), else by the app's handler of every error, which answers and
-    raises it again for the server to log; raised unanswered without one."""
+    """`exc` answered as the app's middleware answers it: by the handler of an HTTPException's
+    status or of its nearest class, else by the app's handler of every error, which answers
+    and raises it again for the server to log; raised unanswered without one."""
     handlers = app.exception_handlers
     handler = None
     if isinstance(exc, StarletteHTTPException) and exc.status_code != 500:
         handler = handlers.get(exc.status_code)
-    for cls in type(exc).__mro__:
-        if handler is not None or cls is Exception:
-            break
-        handler = handlers.get(cls)
+    if handler is None:
+        classes = (c for c in type(exc).__mro__ if c is not Exception and c in handlers)
+        handler = next((handlers[c] for c in classes), None)
     unexpected = handler is None
     if unexpected:
         handler = handlers.get(500) or handlers.get(Exception)

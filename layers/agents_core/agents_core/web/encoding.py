@@ -6,7 +6,7 @@ encoding says is a 400; another encoding is a 415."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from starlette.requests import Request
@@ -49,16 +49,22 @@ class DecompressBodies:
         plain = (b"content-encoding", b"content-length")
         headers = [(k, v) for k, v in scope["headers"] if k not in plain]
         headers.append((b"content-length", str(len(body)).encode()))
-        sent = False
+        await self.app({**scope, "headers": headers}, replayed(body, receive), send)
 
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()  # the client's disconnect, while a stream runs
 
-        await self.app({**scope, "headers": headers}, replay, send)
+def replayed(body: bytes, receive: Callable) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """An ASGI receive that gives `body` whole first, then what `receive` gives (the client's
+    disconnect, while a stream runs): a body read before the app reads it again."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 class _TooLarge(Exception):
