@@ -69,6 +69,8 @@ class MemoryTurnStorage:
     sessions: dict[tuple[str, str], _Session] = field(default_factory=dict)
     turns: dict[tuple[str, str], dict[str, _TurnRecord]] = field(default_factory=dict)
     steps: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
+    #: A resume's count of the paused turn's kept steps it stored apart, until its run ends.
+    kept: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     # --- set-up, for tests ------------------------------------------------------------------
 
@@ -183,8 +185,14 @@ class MemoryTurnStorage:
     ) -> PausedTurn:
         session = self._session(tenant, agent_id, session_id)
         turn, state = self._turn_state(tenant, session_id, turn_id)
+        kept = len(Turn.model_validate_json(self.turns[(tenant, session_id)][turn_id].body).steps)
         return PausedTurn(
-            tenant, turn, state, last_turn=session.last_turn, expires_at=session.expires_at
+            tenant,
+            turn,
+            state,
+            last_turn=session.last_turn,
+            expires_at=session.expires_at,
+            steps_in_item=kept,
         )
 
     async def lock_for_resume(
@@ -208,8 +216,13 @@ class MemoryTurnStorage:
             previous_turn=paused.last_turn,
             expires_at=paused.expires_at,
         )
-        if step is not None:
-            await self.save_step(lock, step)
+        # As the table's store: the steps kept with the paused turn become records of their
+        # own, ahead of the tool results.
+        kept = paused.turn.steps[len(paused.turn.steps) - paused.steps_in_item :]
+        for stored in [*kept, *([step] if step is not None else [])]:
+            await self.save_step(lock, stored)
+        record.body = _turn_json(Turn.model_validate_json(record.body), steps=[])
+        self.kept[(tenant, session_id, turn_id)] = len(kept)
         return lock
 
     async def revert(
@@ -219,9 +232,13 @@ class MemoryTurnStorage:
         if session is None or session.active_turn != lock.turn_id:
             raise Conflict(f"Turn {lock.turn_id} lost its session; it was not put back")
         steps = self._steps(lock, turn.turn_id)
-        for step_id in step_ids:
+        count = self.kept.pop((lock.tenant, lock.session_id, lock.turn_id), 0)
+        kept = tuple(turn.steps[len(turn.steps) - count :])
+        for step_id in [*step_ids, *(step.step_id for step in kept)]:
             steps.pop(step_id, None)
-        await self.end_turn(lock, turn, state)
+        if not steps:  # as before the resume: the turn had no step records
+            del self.steps[(lock.tenant, lock.session_id, turn.turn_id)]
+        await self.end_turn(lock, turn, state, steps=kept)
 
     async def turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
         self._session(tenant, agent_id, session_id)

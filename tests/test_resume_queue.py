@@ -306,12 +306,17 @@ def test_a_model_failure_leaves_the_turn_resumable(services, model):
         state_after_failure = services.turns.get_turn_state(
             TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id
         )
+        # Put back as it was stored: the reply inside the turn's item, for a resume's one read.
+        kept = services.turns.read_paused(
+            TENANT, ids[EVENT_AGENT], ids[EVENT_SESSION], paused.turn_id
+        ).steps_in_item
         model.reply(text="back online")
         retried = await worker.handle(batch(record(ids, "m-1")))  # SQS redelivers the same message
-        return ids, paused, failed, state_after_failure, retried
+        return ids, paused, failed, state_after_failure, kept, retried
 
-    ids, paused, failed, (turn_after, state_after), retried = asyncio.run(scenario())
+    ids, paused, failed, (turn_after, state_after), kept, retried = asyncio.run(scenario())
     assert failed == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert kept == 1
     assert state_after.status == AWAITING_INPUT
     assert turn_after.steps == paused.steps  # nothing of the failed attempt was kept
     assert retried == {"batchItemFailures": []}

@@ -180,6 +180,99 @@ def test_client_tool_pauses_and_resume_continues_the_same_turn(api, model):
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
 
 
+def _requests(client) -> list[str]:
+    """The DynamoDB operations `client` sends from now on, in order."""
+    sent: list[str] = []
+    client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: sent.append(model.name), unique_id="requests"
+    )
+    return sent
+
+
+def _step_items(client, session_id: str) -> list[str]:
+    """The sort keys of a session's step items (and their parts)."""
+    items = client.query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk AND begins_with(SK, :s)",
+        ExpressionAttributeValues={
+            ":pk": {"S": keys.session_pk("default", session_id)},
+            ":s": {"S": keys.STEP_PREFIX},
+        },
+    )["Items"]
+    return [item["SK"]["S"] for item in items]
+
+
+def test_a_turn_paused_on_its_first_reply_is_one_item_and_its_resume_reads_it_in_one_request(
+    api, model, dynamodb
+):
+    """The reply that called the client's tool is stored with the pause, not apart: the
+    resume reads the session and the turn in one request and queries no steps. It stores the
+    reply as an item of its own with the tool results, so the turn reads the same throughout."""
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    model.reply(tool_calls=[("get_weather", '{"city": "Rome"}')])
+    sent = _requests(dynamodb)
+    events = sse_events(api.post(url, json={"messages": [user("Rome?")], "stream": True}).text)
+    assert event_types(events)[-3:] == ["step_progress", "step_complete", "turn_awaiting_input"]
+    paused = events[-1]["event"]["payload"]["turn"]
+    assert [s["step_type"] for s in paused["steps"]] == ["inference"]
+    before_end = sent[: sent.index("TransactWriteItems")]  # then the stream log's PutItem
+    assert not {"PutItem", "BatchWriteItem"} & set(before_end), sent  # no step written apart
+    assert _step_items(dynamodb, session_id) == []
+    assert api.get(f"{url}/{paused['turn_id']}").json() == paused
+
+    call = paused["output_message"]["tool_calls"][0]
+    model.reply(text="Warm.")
+    answer = {
+        "tool_responses": [
+            {"call_id": call["call_id"], "tool_name": "get_weather", "content": "25C"}
+        ]
+    }
+    sent.clear()
+    done = api.post(f"{url}/{paused['turn_id']}/resume", json=answer).json()
+    assert sent[:2] == ["BatchGetItem", "TransactWriteItems"], sent
+    assert "Query" not in sent
+    assert [s["step_type"] for s in done["steps"]] == ["inference", "tool_execution", "inference"]
+    assert done["steps"][0] == paused["steps"][0]
+    assert len(_step_items(dynamodb, session_id)) == 2  # the reply and the tool results
+    assert api.get(f"{url}/{paused['turn_id']}").json() == done
+    assert api.get(f"/v1/agents/{agent_id}/session/{session_id}").json()["turns"] == [done]
+
+
+def test_a_turn_paused_twice_reads_each_step_once_in_order(api, model, dynamodb):
+    """A resumed turn that pauses again keeps its new reply with the pause, and its earlier
+    steps apart: the second resume reads both, and no step is read twice."""
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    model.reply(tool_calls=[("get_weather", '{"city": "Oslo"}')])
+    turn = api.post(url, json={"messages": [user("Oslo, then Bergen?")]}).json()
+    for city, reply in (("Oslo", {"tool_calls": [("get_weather", '{"city": "Bergen"}')]}),):
+        model.reply(**reply)
+        call = turn["output_message"]["tool_calls"][0]
+        body = {
+            "tool_responses": [
+                {"call_id": call["call_id"], "tool_name": "get_weather", "content": city}
+            ]
+        }
+        turn = api.post(f"{url}/{turn['turn_id']}/resume", json=body).json()
+    assert [s["step_type"] for s in turn["steps"]] == ["inference", "tool_execution", "inference"]
+    assert api.get(f"{url}/{turn['turn_id']}").json() == turn
+    model.reply(text="Both cold.")
+    call = turn["output_message"]["tool_calls"][0]
+    body = {
+        "tool_responses": [
+            {"call_id": call["call_id"], "tool_name": "get_weather", "content": "Bergen"}
+        ]
+    }
+    done = api.post(f"{url}/{turn['turn_id']}/resume", json=body).json()
+    kinds = [s["step_type"] for s in done["steps"]]
+    assert kinds == ["inference", "tool_execution"] * 2 + ["inference"]
+    assert done["steps"][:3] == turn["steps"]
+    assert len({s["step_id"] for s in done["steps"]}) == 5
+    assert api.get(f"{url}/{turn['turn_id']}").json() == done
+    assert api.get(f"/v1/agents/{agent_id}/session/{session_id}").json()["turns"] == [done]
+
+
 def test_streamed_resume_starts_with_the_tool_execution_step(api, model):
     agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
     url = turn_url(agent_id, session_id)
@@ -704,6 +797,9 @@ def test_a_resumed_turn_whose_lambda_died_reads_as_ended_without_its_old_calls(
     )
     read = services.turns.read_paused("default", agent_id, session_id, paused["turn_id"])
     services.turns.lock_for_resume(read, agent_id, step)  # its Lambda dies right after
+    # The reply kept with the pause is an item of its own now, and is read once.
+    running = api.get(f"{url}/{paused['turn_id']}").json()
+    assert [s["step_type"] for s in running["steps"]] == ["inference", "tool_execution"]
     dynamodb.update_item(
         TableName=TABLE,
         Key={"PK": {"S": keys.session_pk("default", session_id)}, "SK": {"S": keys.SESSION}},
@@ -714,6 +810,7 @@ def test_a_resumed_turn_whose_lambda_died_reads_as_ended_without_its_old_calls(
     assert api.post(url, json={"messages": [user("Anyone?")]}).status_code == 200
     dead = api.get(f"{url}/{paused['turn_id']}").json()
     assert dead["completed_at"] is not None
+    assert dead["steps"] == running["steps"]
     assert dead["output_message"]["content"] == "" and not dead["output_message"].get("tool_calls")
     listed = api.get(f"/v1/agents/{agent_id}/session/{session_id}").json()["turns"][0]
     assert listed["completed_at"] == dead["completed_at"]

@@ -73,6 +73,9 @@ class PausedTurn:
     state: TurnState
     last_turn: str | None = None  # the session's last finished turn: stable while paused
     expires_at: int | None = None
+    #: How many of the turn's last steps its stored item keeps inside (a reply that paused
+    #: at once): its resume stores them as items of their own, ahead of the steps it adds.
+    steps_in_item: int = 0
 
 
 @dataclass

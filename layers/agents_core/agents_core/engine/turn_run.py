@@ -87,6 +87,9 @@ class TurnRun:
         self.first_event = state.events
         self._yielded = 0  # events of this run's stream so far
         self._answer: InferenceStep | None = None  # the last reply, stored with the turn's end
+        #: A reply that called tools: stored with the pause if one follows at once (its resume
+        #: then reads the turn in one request), else as its own item before what follows.
+        self._calls: InferenceStep | None = None
         self._reverted = False  # back to awaiting input, as before this resume: nothing to tell
         self._resume_token: str | None = None  # issued at a pause, told only to the bus
         #: Issued when the turn was parked for time: its continuation's message carries it.
@@ -122,12 +125,12 @@ class TurnRun:
             self._yielded += 1
             yield item
 
-    def _events_after_next(self) -> int | None:
-        """The count of the turn's stream events once the next one is sent (the one a pause
+    def _events_after_next(self, count: int = 1) -> int | None:
+        """The count of the turn's stream events once the next `count` are sent (those a pause
         or a failure ends this run with), as the turn's state keeps it."""
         if self.first_event is None:
             return None
-        return self.first_event + self._yielded + 1
+        return self.first_event + self._yielded + count
 
     async def _items(self) -> AsyncIterator[AgentTurnResponseStreamChunk | RunFailed]:
         yield _chunk(AgentTurnResponseTurnStartPayload(turn_id=self.turn.turn_id))
@@ -158,6 +161,10 @@ class TurnRun:
 
     async def _on(self, event: L.LoopEvent) -> AsyncIterator[AgentTurnResponseStreamChunk | Any]:
         """The chunks one loop event means for the turn, storing what it completes."""
+        if self._calls is not None and type(event) is not L.Paused:
+            step, self._calls = self._calls, None
+            await self._save_step(step)
+            yield _step_complete(step)
         match event:
             case L.ModelCallStarted(step_id=step_id):
                 yield _step_start("inference", step_id)
@@ -170,8 +177,7 @@ class TurnRun:
                     delta = ToolCallDelta(tool_call=call, parse_status="succeeded")
                     yield _progress(step.step_id, delta)
                 if step.model_response.tool_calls:
-                    await self._save_step(step)
-                    yield _step_complete(step)
+                    self._calls = step
                 else:  # the answer: stored with the turn's end
                     self._answer = step
             case L.ShieldChecked():
@@ -206,7 +212,11 @@ class TurnRun:
                 await self._save_step(step)
                 yield _step_complete(step)
             case L.Paused(calls=calls):
-                yield await self._pause([c.id for c in calls])
+                step, self._calls = self._calls, None
+                paused = await self._pause([c.id for c in calls], step)
+                if step is not None:
+                    yield _step_complete(step)
+                yield paused
             case L.Suspended():
                 yield await self._park()
             case L.Finished(reason="answered"):
@@ -241,9 +251,10 @@ class TurnRun:
         self.written_steps.append(step.step_id)
         self.turn.steps.append(step)
 
-    async def _end(self, status: str, **stored: Any) -> None:
+    async def _end(self, status: str, sent: int = 1, **stored: Any) -> None:
+        """Store the turn's end; `sent`: the stream events the run sends after it."""
         self.state.status = status
-        self.state.events = self._events_after_next()
+        self.state.events = self._events_after_next(sent)
         self.state.iterations = self.loop.iterations
         self.state.tool_calls = self.loop.tool_calls
         self.state.trace = self.trace.end("error" if status == FAILED else None)
@@ -261,7 +272,13 @@ class TurnRun:
         await self._end(COMPLETED, history=history, steps=steps)
         return _chunk(AgentTurnResponseTurnCompletePayload(turn=self.turn))
 
-    async def _pause(self, call_ids: list[str]) -> AgentTurnResponseStreamChunk:
+    async def _pause(
+        self, call_ids: list[str], step: InferenceStep | None
+    ) -> AgentTurnResponseStreamChunk:
+        """Park the turn awaiting the client's calls; `step`, the reply that made them when
+        not stored yet, is kept inside the turn's item (its step_complete follows)."""
+        steps = (step,) if step is not None else ()
+        self.turn.steps.extend(steps)
         reply = self._last_reply()
         pending = [c for c in reply.tool_calls or [] if c.call_id in call_ids]
         self.turn.output_message = reply.model_copy(update={"tool_calls": pending})
@@ -270,7 +287,7 @@ class TurnRun:
         # message then resumes only the pause it was told about, under the tenant that owns it.
         self._resume_token = secrets.token_urlsafe(32)
         self.state.resume_token_hash = resume_token_hash(self._resume_token)
-        await self._end(AWAITING_INPUT)
+        await self._end(AWAITING_INPUT, sent=1 + len(steps), steps=steps)
         return _chunk(AgentTurnResponseTurnAwaitingInputPayload(turn=self.turn))
 
     async def _park(self) -> AgentTurnResponseStreamChunk:

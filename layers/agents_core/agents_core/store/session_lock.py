@@ -92,7 +92,8 @@ class SessionLocks:
     def lock_for_resume(self, paused: PausedTurn, agent_id: str, step: Step | None) -> HeldSession:
         """Take the session back for a turn awaiting input, in one transaction: the session and
         the turn move to running, and `step` (the tool results; none for a turn parked for
-        time) is written."""
+        time) is written, after the steps the paused turn's item kept: the resumed run's
+        steps are items of their own, and so must be every step before them."""
         now = int(time.time())
         turn_id = paused.turn.turn_id
         lock = HeldSession(
@@ -101,10 +102,18 @@ class SessionLocks:
             turn_id,
             previous_turn=paused.last_turn,
             expires_at=paused.expires_at,
+            kept_steps=paused.steps_in_item,
         )
-        step_head, *step_parts = step_items(lock, step) if step is not None else [None]
-        if step_parts:
-            self._t.put_all(step_parts)
+        turn = paused.turn
+        kept = turn.steps[len(turn.steps) - paused.steps_in_item :]
+        written = [step_items(lock, one) for one in [*kept, *([step] if step is not None else [])]]
+        heads = [items[0] for items in written]
+        parts = [part for items in written for part in items[1:]]
+        # A kept step's parts are the same whichever resume writes them; only the parts of
+        # this resume's own step would be left over if the session is not taken back.
+        own_parts = written[-1][1:] if step is not None else []
+        if parts:
+            self._t.put_all(parts)
         try:
             self._t.transact(
                 [
@@ -131,20 +140,22 @@ class SessionLocks:
                         "Update": {
                             "TableName": self._t.name,
                             "Key": key(lock.pk, keys.turn_sk(turn_id)),
-                            "UpdateExpression": "SET turn_status = :run",
+                            # Counted apart: a turn whose Lambda dies now reads its steps.
+                            "UpdateExpression": "SET turn_status = :run, steps_apart = :n",
                             "ConditionExpression": "turn_status = :wait",
                             "ExpressionAttributeValues": {
                                 ":run": {"S": RUNNING},
                                 ":wait": {"S": AWAITING_INPUT},
+                                ":n": {"N": str(len(turn.steps) + (step is not None))},
                             },
                         }
                     },
+                    *({"Put": {"TableName": self._t.name, "Item": head}} for head in heads),
                 ]
-                + ([{"Put": {"TableName": self._t.name, "Item": step_head}}] if step_head else [])
             )
         except ClientError as err:
-            if step_parts:  # parts of a step that was never written
-                self._t.delete_all([key(lock.pk, part["SK"]["S"]) for part in step_parts])
+            if own_parts:  # parts of a step that was never written
+                self._t.delete_all([key(lock.pk, part["SK"]["S"]) for part in own_parts])
             if err.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
             # Only a judged condition says the session is gone; a transaction still meeting

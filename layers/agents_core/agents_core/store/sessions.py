@@ -236,7 +236,7 @@ def _read_turns(
     if apart:
         steps = _steps_between(table, pk, apart[0], apart[-1])
         for turn, _ in turns:
-            turn.steps = steps.get(turn.turn_id, []) + turn.steps
+            turn.steps = joined_steps(steps.get(turn.turn_id, []), turn.steps)
     finished = []
     for (turn, size), (h, _) in zip(turns, kept, strict=True):
         if h.get("turn_status", {}).get("S") not in FINISHED:
@@ -279,6 +279,16 @@ def steps_apart(turn_head: dict[str, Any]) -> bool:
     if turn_head.get("turn_status", {}).get("S") == RUNNING or "steps_apart" not in turn_head:
         return True
     return int(turn_head["steps_apart"]["N"]) > 0
+
+
+def joined_steps(apart: list[Step], inside: list[Step]) -> list[Step]:
+    """A turn's steps: its step items, then the steps its own item keeps that are not items
+    too (a resume stores its paused turn's kept steps as items; the item keeps its copy until
+    the turn's next end rewrites it)."""
+    if not apart or not inside:
+        return apart + inside
+    stored = {step.step_id for step in apart}
+    return apart + [step for step in inside if step.step_id not in stored]
 
 
 def _steps_between(table: Table, pk: str, first: str, last: str) -> dict[str, list[Step]]:

@@ -82,6 +82,9 @@ class HeldSession(SessionLock):
     recorded: bool = False
     running_write: Any = None
     running_in_parts: bool = False
+    #: A resume's: how many of the paused turn's last steps its item kept, which the resume
+    #: stored apart (a revert puts them back inside).
+    kept_steps: int = 0
 
     @property
     def pk(self) -> str:

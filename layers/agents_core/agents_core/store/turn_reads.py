@@ -7,12 +7,13 @@ from typing import Any
 
 from .. import json_text
 from ..api.agents import Step, Turn
-from ..domain import COMPLETED, FINISHED, RUNNING, PausedTurn, TurnState
+from ..domain import AWAITING_INPUT, COMPLETED, FINISHED, RUNNING, PausedTurn, TurnState
 from ..errors import NotFound
 from . import keys
 from .history_cache import History, HistoryCache
 from .items import PACKED, decode
 from .sessions import (
+    joined_steps,
     read_session_head,
     running_on_session,
     session_expiry,
@@ -21,7 +22,7 @@ from .sessions import (
     steps_apart,
     turn_of_item,
 )
-from .table import Table, in_parallel
+from .table import Table
 from .turn_items import HeldSession, state_from_json
 
 
@@ -32,20 +33,23 @@ class TurnReads:
     _histories: HistoryCache
 
     def read_paused(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> PausedTurn:
-        """A turn as read for its resume: its session, the turn and its steps, in one round
-        trip (a paused turn always has steps of its own)."""
+        """A turn as read for its resume: its session and the turn in one request, and the
+        turn's step items in a second only when it has some (a turn that paused on its first
+        reply keeps that reply in its own item)."""
         pk = keys.session_pk(tenant, session_id)
-        (session, stored), steps = in_parallel(
-            lambda: self._session_and_turn(tenant, agent_id, session_id, turn_id),
-            lambda: self._steps(pk, turn_id),
-        )
-        turn, state = self._turn_state(pk, session, turn_id, stored, steps)
+        session, stored = self._session_and_turn(tenant, agent_id, session_id, turn_id)
+        turn, state = self._turn_state(pk, session, turn_id, stored)
+        in_item = 0
+        if stored is not None and state.status == AWAITING_INPUT:
+            kept = int(stored[0].get("steps_apart", {}).get("N", len(turn.steps)))
+            in_item = len(turn.steps) - kept
         return PausedTurn(
             tenant,
             turn,
             state,
             last_turn=session.get("last_turn", {}).get("S"),
             expires_at=session_expiry(session),
+            steps_in_item=in_item,
         )
 
     def remembered_history(
@@ -141,20 +145,19 @@ class TurnReads:
         session: dict[str, Any],
         turn_id: str,
         stored: tuple[dict[str, Any], dict[str, str]] | None,
-        steps: list[Step] | None = None,
     ) -> tuple[Turn, TurnState]:
         """The turn from what was read of it: its item (None while it runs on the session
-        item), and its step items if they were read already."""
+        item), with its step items, read when it has some."""
         running = running_on_session(session)
         if running is not None and running.turn_id == turn_id:
-            running.steps = steps if steps is not None else self._steps(pk, turn_id)
+            running.steps = self._steps(pk, turn_id)
             return running, TurnState(RUNNING)
         if stored is None:
             raise NotFound(f"Turn {turn_id} not found")
         head, attrs = stored
         turn = turn_of_item(head, attrs)
         if steps_apart(head):
-            turn.steps = (steps if steps is not None else self._steps(pk, turn_id)) + turn.steps
+            turn.steps = joined_steps(self._steps(pk, turn_id), turn.steps)
         return turn, state_from_json(head["turn_status"]["S"], attrs["state"], attrs.get("trace"))
 
     def get_turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:

@@ -113,10 +113,13 @@ class TurnStore(SessionLocks, TurnReads):
             self.remember_finished(lock, history, len(history_json or ""))
 
     def revert(self, lock: HeldSession, turn: Turn, state: TurnState, step_ids: list[str]) -> None:
-        """Put a resumed turn back as it was when paused: remove the steps written since, then
-        write the paused turn and park the lock (awaiting input) again."""
+        """Put a resumed turn back as it was when paused: remove the steps written since (and
+        the items of those its item kept, which go back inside it), then write the paused turn
+        and park the lock (awaiting input) again."""
         prefix = keys.steps_prefix(turn.turn_id)
-        written = {keys.step_sk(turn.turn_id, step_id) for step_id in step_ids}
+        kept = tuple(turn.steps[len(turn.steps) - lock.kept_steps :])
+        removed = [*step_ids, *(step.step_id for step in kept)]
+        written = {keys.step_sk(turn.turn_id, step_id) for step_id in removed}
         steps = self._t.query_all(
             {
                 "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
@@ -135,4 +138,4 @@ class TurnStore(SessionLocks, TurnReads):
         if overflow > 0:
             self._t.delete_all(doomed[:overflow])
             doomed = doomed[overflow:]
-        self.end_turn(lock, turn, state, removing=doomed)
+        self.end_turn(lock, turn, state, steps=kept, removing=doomed)
