@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lambda_share import cpu_share, template_memory
-from peers import compile_bytecode, free_port, moto_and_model, wait_for_port
+from peers import built_layer, compile_bytecode, free_port, moto_and_model, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -587,7 +587,7 @@ def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_
         f"{'init':>8}{'first turn':>12}{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}  goals"
     )
     with moto_and_model() as (aws_endpoint, model_url):
-        env = lambda_share.function_env(aws_endpoint, model_url)
+        env = lambda_share.function_env(aws_endpoint, model_url, built_layer())
         for mb in sizes:
             (init, first_turn), figures, paced_figures = lambda_share.at_memory(
                 mb, env, model_url, runs, pace

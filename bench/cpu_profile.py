@@ -53,9 +53,11 @@ def function_server(
 ):
     """The function's app served as its run.sh serves it; yields (base URL, pid). `preexec_fn`
     runs in the child before the server (lambda_share.py: joining a cgroup); `prefix` comes
-    before the command (instructions.py: valgrind's)."""
+    before the command (instructions.py: valgrind's). The layer is `root`'s package, or the
+    folder `env` names in LAYER_PYTHON_DIR, as run.sh takes it (lambda_share.py: the built
+    layer)."""
     port = free_port()
-    env = {**env, "PYTHONPATH": str(root / "layers" / "agents_core")}
+    env = {**env, "PYTHONPATH": layer_path(root, env)}
     proc = subprocess.Popen(
         (prefix or []) + run_sh_command(root, name, port) + ["--log-level", "warning"],
         cwd=root / "functions" / name,
@@ -68,6 +70,12 @@ def function_server(
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def layer_path(root: Path, env: dict[str, str]) -> str:
+    """Where a function finds the layer: LAYER_PYTHON_DIR when `env` sets it, else `root`'s
+    package (with the checkout's virtualenv for its dependencies)."""
+    return env.get("LAYER_PYTHON_DIR") or str(root / "layers" / "agents_core")
 
 
 def run_sh_command(root: Path, name: str, port: int) -> list[str]:

@@ -57,8 +57,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from cpu_profile import function_server, prepare_aws
-from peers import compile_bytecode, moto_and_model, use_in_process
+from cpu_profile import function_server, layer_path, prepare_aws
+from peers import built_layer, compile_bytecode, moto_and_model, use_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 #: CFS period of the cgroups (`--period-ms`): a run whose CPU outlasts its period's quota waits
@@ -222,7 +222,7 @@ def cold_init(function: Function, env: dict[str, str], group: Path | None) -> fl
     subprocess.run(
         [sys.executable, "-c", "import app"],
         cwd=function.code,
-        env={**env, "PYTHONPATH": str(ROOT / "layers" / "agents_core")},
+        env={**env, "PYTHONPATH": layer_path(ROOT, env)},
         check=True,
         preexec_fn=joining(group),
     )
@@ -415,13 +415,17 @@ def first_runs(
 CERTIFICATE_VARIABLES = ("AWS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
-def function_env(aws_endpoint: str, model_url: str, bundle: Path | None = None) -> dict[str, str]:
+def function_env(
+    aws_endpoint: str, model_url: str, layer: Path, bundle: Path | None = None
+) -> dict[str, str]:
     """The environment the functions run with here, their AWS made ready; their init is an
-    on-demand one's (primed, as in Lambda), and their certificates certifi's, as in Lambda
-    (`bundle`: the TLS fronts' instead, for both botocore and the other clients)."""
+    on-demand one's (primed, as in Lambda), their layer `layer` (built, as deployed), and their
+    certificates certifi's, as in Lambda (`bundle`: the TLS fronts' instead, for both botocore
+    and the other clients)."""
     use_in_process(aws_endpoint, model_url)
     env = {k: v for k, v in os.environ.items() if k not in CERTIFICATE_VARIABLES}
     env["AWS_LAMBDA_INITIALIZATION_TYPE"] = "on-demand"
+    env["LAYER_PYTHON_DIR"] = str(layer)
     if bundle is not None:
         env.update(AWS_CA_BUNDLE=str(bundle), SSL_CERT_FILE=str(bundle))
     prepare_aws(env)
@@ -496,6 +500,7 @@ def main() -> None:
     PERIOD_US = int(args.period_ms * 1000)
     functions = template_functions()
     compile_bytecode(ROOT)
+    layer = built_layer(ROOT)
     confine = cgroups_writable()
     if not confine:
         print(f"no writable cpu cgroup at {CGROUPS}: figures at a full core only")
@@ -505,10 +510,10 @@ def main() -> None:
                 tls_fronts(aws_endpoint, model_url)
             )
             os.environ.update(AWS_CA_BUNDLE=str(bundle), SSL_CERT_FILE=str(bundle))
-            env = function_env(aws_https, model_https, bundle)
+            env = function_env(aws_https, model_https, layer, bundle)
             print(f"AWS and the model over TLS (fronts at {aws_https} and {model_https})")
         else:
-            env = function_env(aws_endpoint, model_url)
+            env = function_env(aws_endpoint, model_url, layer)
         if args.inits:
             print_cold_inits(functions, env, args.inits, confine)
         streaming = [f for f in functions if f.streaming]

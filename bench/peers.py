@@ -50,6 +50,22 @@ def compile_bytecode(root: Path = ROOT) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, folders)], check=True)
 
 
+def built_layer(root: Path = ROOT) -> Path:
+    """The AgentsCoreLayer as `sam build` lays it out, for this machine (build_layer.py --host,
+    its install cached under build/layer-cache), with its bytecode: its `python/` folder, what
+    Lambda mounts at /opt/python. It leaves out what the layer prunes (pydantic's 1.x copy,
+    Powertools' event handler, ...), which a checkout's virtualenv still has."""
+    import importlib.util
+
+    path = root / "layers" / "agents_core" / "build_layer.py"
+    spec = importlib.util.spec_from_file_location("build_layer", path)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    site = module.build(root / "build" / "bench-layer", module.HOST)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(site)], check=True)
+    return site
+
+
 def use_in_process(aws_endpoint: str, model_url: str) -> None:
     """Point this process's app at the peers, as `make run` would be pointed at them."""
     os.environ.update(
