@@ -69,6 +69,8 @@ class MemoryTurnStorage:
     sessions: dict[tuple[str, str], _Session] = field(default_factory=dict)
     turns: dict[tuple[str, str], dict[str, _TurnRecord]] = field(default_factory=dict)
     steps: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
+    remembered: dict[tuple[str, str], Agent] = field(default_factory=dict)
+    agent_reads: int = 0
     #: A resume's count of the paused turn's kept steps it stored apart, until its run ends.
     kept: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
@@ -88,10 +90,16 @@ class MemoryTurnStorage:
     # --- the port -----------------------------------------------------------------------------
 
     async def agent(self, tenant: str, agent_id: str) -> Agent:
+        self.agent_reads += 1
         body = self.agents.get((tenant, agent_id))
         if body is None:
             raise NotFound(f"Agent {agent_id} not found")
-        return Agent.model_validate_json(body)
+        agent = self.remembered[(tenant, agent_id)] = Agent.model_validate_json(body)
+        return agent
+
+    def remembered_agent(self, tenant: str, agent_id: str) -> Agent | None:
+        """As a warm container's store: an agent once read is at hand (agents never change)."""
+        return self.remembered.get((tenant, agent_id))
 
     async def lock_session(self, tenant: str, agent_id: str, turn: Turn) -> SessionLock:
         _json(turn)  # text that cannot be stored is refused before any change

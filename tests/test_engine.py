@@ -300,6 +300,26 @@ def test_a_client_tool_pauses_the_turn_and_a_resume_completes_it_counting_iterat
     ]
 
 
+def test_a_warm_container_reads_the_agent_once_and_a_refused_lock_beside_it_still_refuses():
+    """The first run reads the agent beside its first request; later turns and resumes use
+    the copy the storage has at hand. A busy session is refused either way."""
+    world = agents(says("One."), calls(("call-1", "get_weather", PARIS)), says("Sunny."))
+
+    async def scenario():
+        await world.ask("first")
+        after_first = world.storage.agent_reads
+        paused = await world.ask("Weather in Paris?")
+        await world.answer(paused.turn_id, "sunny")
+        lock = await world.lock("another-turn")
+        with pytest.raises(Conflict, match="busy"):
+            await world.start("meanwhile")
+        await world.storage.release(lock)
+        return after_first, world.storage.agent_reads
+
+    after_first, reads = asyncio.run(scenario())
+    assert (after_first, reads) == (1, 1)
+
+
 def test_a_refused_resume_changes_nothing_and_a_finished_turn_cannot_be_resumed():
     world = agents(calls(("call-1", "get_weather", PARIS)), says("Sunny."))
 

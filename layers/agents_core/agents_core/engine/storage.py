@@ -29,6 +29,11 @@ class TurnStorage(Protocol):
         """The agent (NotFound). May be a recent copy: agents never change once created."""
         ...
 
+    def remembered_agent(self, tenant: str, agent_id: str) -> Agent | None:
+        """The agent if `agent` would give it with no read (a warm container's copy), else
+        None: a run then reads nothing beside its first request."""
+        ...
+
     async def lock_session(self, tenant: str, agent_id: str, turn: Turn) -> SessionLock:
         """Take the turn's session for it: free, or held by a turn whose lease ran out (which is
         recorded failed). NotFound for a missing session, Conflict for a busy one."""

@@ -82,10 +82,8 @@ class TurnEngine:
         state = TurnState(RUNNING)
         # The lock and the agent (a warm container has it) in one round trip; then, under the
         # lock, the history, unless the session has none or this container remembers it.
-        locked, agent = await asyncio.gather(
-            self.storage.lock_session(tenant, agent_id, turn),
-            self.storage.agent(tenant, agent_id),
-            return_exceptions=True,
+        locked, agent = await self._with_agent(
+            tenant, agent_id, self.storage.lock_session(tenant, agent_id, turn)
         )
         if isinstance(locked, BaseException):
             raise locked
@@ -134,9 +132,10 @@ class TurnEngine:
 
         Nothing is written until the storage takes the session back and stores the tool
         results at once; a refused resume (404, 409, 400) changes nothing."""
-        paused, agent = await _all(
-            self.storage.read_paused(tenant, agent_id, session_id, turn_id),
-            self.storage.agent(tenant, agent_id),
+        paused, agent = _raised(
+            await self._with_agent(
+                tenant, agent_id, self.storage.read_paused(tenant, agent_id, session_id, turn_id)
+            )
         )
         turn, state = paused.turn, paused.state
         if queued and not state.resume_token_matches(resume_token):
@@ -189,6 +188,19 @@ class TurnEngine:
         revert_to = (paused_turn, paused_state) if queued else None
         prelude = tuple(written)
         return self._run(agent_id, lock, turn, state, loop, prelude=prelude, revert_to=revert_to)
+
+    async def _with_agent(self, tenant: str, agent_id: str, call: Any) -> list[Any]:
+        """[what `call` returns, the agent], each the error it raised instead, as gather's
+        `return_exceptions` gives them: the agent read beside the call, in the same round trip,
+        unless the storage has it at hand (then no task is made for either)."""
+        agent = self.storage.remembered_agent(tenant, agent_id)
+        if agent is None:
+            reading = self.storage.agent(tenant, agent_id)
+            return await asyncio.gather(call, reading, return_exceptions=True)
+        try:
+            return [await call, agent]
+        except Exception as err:
+            return [err, agent]
 
     def _run(
         self,
@@ -317,9 +329,8 @@ def _check_responses(pending: list[ToolCall], responses: list[ToolResponse]) -> 
         )
 
 
-async def _all(*calls: Any) -> list[Any]:
-    """Await every call (none is left running behind an error), then raise the first error."""
-    results = await asyncio.gather(*calls, return_exceptions=True)
+def _raised(results: list[Any]) -> list[Any]:
+    """`results` (as gather's `return_exceptions` gives them), or the first error among them."""
     for result in results:
         if isinstance(result, BaseException):
             raise result

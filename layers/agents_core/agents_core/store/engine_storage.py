@@ -39,6 +39,9 @@ class DynamoTurnStorage:
             return remembered
         return await blocking.run(self._agents.agent_for_turn, tenant, agent_id)
 
+    def remembered_agent(self, tenant: str, agent_id: str) -> Agent | None:
+        return self._agents.remembered_agent(tenant, agent_id)
+
     async def lock_session(self, tenant: str, agent_id: str, turn: Turn) -> HeldSession:
         return await blocking.run(self._turns.lock_session, tenant, agent_id, turn)
 
