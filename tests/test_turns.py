@@ -691,10 +691,30 @@ def test_dynamodb_unavailable_as_a_turn_ends_fails_it_cleanly(api, model, dynamo
     assert error["status"] == 503 and error["turn_id"] == events[0]["event"]["payload"]["turn_id"]
     turn = api.get(f"{url}/{error['turn_id']}").json()
     assert turn["output_message"]["content"] == "lost answer"  # what the model said, kept
+    assert [s["step_type"] for s in turn["steps"]] == ["inference"]  # with its step
     model.reply(text="second answer")
     assert api.post(url, json={"messages": [user("second")]}).status_code == 200
     users = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["second"]
+
+
+def test_dynamodb_unavailable_as_a_turn_pauses_fails_it_with_the_reply_that_called_the_tool(
+    api, model, dynamodb
+):
+    """The pause (which stores the reply that called the client's tool) cannot be written: the
+    turn is stored as failed with that reply as its step, and the session is free."""
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    failed = _unavailable_once(dynamodb, "TransactWriteItems")
+    model.reply(tool_calls=[("get_weather", '{"city": "Lima"}')])
+    events = sse_events(api.post(url, json={"messages": [user("Lima?")], "stream": True}).text)
+    assert failed and event_types(events)[-1] == "error"
+    assert "step_complete" not in event_types(events)  # never stored as a pause's step
+    turn = api.get(f"{url}/{events[-1]['error']['turn_id']}").json()
+    assert [s["step_type"] for s in turn["steps"]] == ["inference"]
+    assert turn["steps"][0]["model_response"]["tool_calls"][0]["tool_name"] == "get_weather"
+    model.reply(text="ok")
+    assert api.post(url, json={"messages": [user("again")]}).status_code == 200
 
 
 def test_a_long_turn_keeps_its_session_past_its_lease(dynamodb, model):

@@ -90,6 +90,9 @@ class TurnRun:
         #: A reply that called tools: stored with the pause if one follows at once (its resume
         #: then reads the turn in one request), else as its own item before what follows.
         self._calls: InferenceStep | None = None
+        #: Steps the turn's end stores inside its item while that write is under way: a failed
+        #: end stores them with the failure instead.
+        self._unsaved: tuple[Step, ...] = ()
         self._reverted = False  # back to awaiting input, as before this resume: nothing to tell
         self._resume_token: str | None = None  # issued at a pause, told only to the bus
         #: Issued when the turn was parked for time: its continuation's message carries it.
@@ -258,7 +261,9 @@ class TurnRun:
         self.state.iterations = self.loop.iterations
         self.state.tool_calls = self.loop.tool_calls
         self.state.trace = self.trace.end("error" if status == FAILED else None)
+        self._unsaved = stored.get("steps", ())
         await self.storage.end_turn(self.lock, self.turn, self.state, **stored)
+        self._unsaved = ()
 
     async def _complete(
         self, output: CompletionMessage, last_step: Step | None = None
@@ -327,7 +332,7 @@ class TurnRun:
         self.state.error = message
         self.turn.completed_at = L.now()
         try:
-            await self._end(FAILED)
+            await self._end(FAILED, steps=self._unsaved)
         except Exception:  # the lease expires on its own; the client still learns why
             logger.exception("could not record failed turn", extra={"turn_id": turn_id})
         return RunFailed(status, message, turn_id=turn_id)
