@@ -571,7 +571,8 @@ def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_
     as on-demand Lambda starts one: its init unthrottled (whatever the size) and its first turn
     at the share (bench/lambda_share.py's cgroups). `paced`: also what a turn adds against a
     model that streams as hosted ones do (lambda_share.Pace), where the instant model is the
-    worst case."""
+    worst case. Beside them, what a streamed response and a resume add at the same share (their
+    functions' sizes follow the same measure; their Lambda costs as a turn's at equal time)."""
     import lambda_share
 
     if not lambda_share.cgroups_writable():
@@ -584,7 +585,8 @@ def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_
         print(f"  paced: added against a model that streams as hosted ones do ({pace})")
     print(
         f"  {'memory':>7}{'share':>7}{'added':>10}{'paced' if pace else '':>10}{'first byte':>12}"
-        f"{'init':>8}{'first turn':>12}{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}  goals"
+        f"{'init':>8}{'first turn':>12}{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}"
+        f"{'response':>10}{'resume':>9}  goals"
     )
     with moto_and_model() as (aws_endpoint, model_url):
         env = lambda_share.function_env(aws_endpoint, model_url, built_layer())
@@ -609,7 +611,8 @@ def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_
             print(
                 f"  {mb:>4} MB{cpu_share(mb):>7.3f}{added_ms:>8.0f} ms{paced_ms:>10}"
                 f"{first_ms:>9.0f} ms{init:>6.2f} s{first_turn:>9.0f} ms"
-                f"{usd[0]:>13.2f}{usd[1]:>14.2f}  {goals}"
+                f"{usd[0]:>13.2f}{usd[1]:>14.2f}{figures['streamed response'][0]:>7.0f} ms"
+                f"{figures['resume'][0]:>6.0f} ms  {goals}"
             )
 
 
