@@ -59,6 +59,7 @@ class _TurnRecord:
     body: str  # the Turn as JSON, with the steps kept inside it (the others are step records)
     state: TurnState
     history: list[dict[str, Any]] | None = None  # what a completed turn adds to the session
+    apart: int | None = None  # how many step records it had at its end (None: running)
 
 
 @dataclass
@@ -165,7 +166,10 @@ class MemoryTurnStorage:
                 " it); its result was not stored"
             )
         self._turns(lock)[turn.turn_id] = _TurnRecord(
-            _turn_json(turn, steps=list(steps)), copy.deepcopy(state), copy.deepcopy(history)
+            _turn_json(turn, steps=list(steps)),
+            copy.deepcopy(state),
+            copy.deepcopy(history),
+            apart=len(turn.steps) - len(steps),
         )
         if state.status == AWAITING_INPUT:
             session.active_state = AWAITING_INPUT
@@ -225,11 +229,10 @@ class MemoryTurnStorage:
             expires_at=paused.expires_at,
         )
         # As the table's store: the steps kept with the paused turn become records of their
-        # own, ahead of the tool results.
+        # own, ahead of the tool results (the turn's record keeps its copy until its next end).
         kept = paused.turn.steps[len(paused.turn.steps) - paused.steps_in_item :]
         for stored in [*kept, *([step] if step is not None else [])]:
             await self.save_step(lock, stored)
-        record.body = _turn_json(Turn.model_validate_json(record.body), steps=[])
         self.kept[(tenant, session_id, turn_id)] = len(kept)
         return lock
 
@@ -242,10 +245,8 @@ class MemoryTurnStorage:
         steps = self._steps(lock, turn.turn_id)
         count = self.kept.pop((lock.tenant, lock.session_id, lock.turn_id), 0)
         kept = tuple(turn.steps[len(turn.steps) - count :])
-        for step_id in [*step_ids, *(step.step_id for step in kept)]:
+        for step_id in step_ids:  # the kept steps' records stay, as the table's store leaves them
             steps.pop(step_id, None)
-        if not steps:  # as before the resume: the turn had no step records
-            del self.steps[(lock.tenant, lock.session_id, turn.turn_id)]
         await self.end_turn(lock, turn, state, steps=kept)
 
     async def turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
@@ -278,8 +279,12 @@ class MemoryTurnStorage:
         if record is None:
             raise NotFound(f"Turn {turn_id} not found")
         turn = Turn.model_validate_json(record.body)
-        apart = self.steps.get((tenant, session_id, turn_id), {})
-        turn.steps = [_STEP.validate_json(apart[i]) for i in sorted(apart)] + turn.steps
+        records = self.steps.get((tenant, session_id, turn_id), {})
+        apart = [_STEP.validate_json(records[i]) for i in sorted(records)]
+        if record.state.status == AWAITING_INPUT:  # a racing resume's records are not its own
+            apart = apart[: record.apart]
+        ids = {step.step_id for step in apart}
+        turn.steps = apart + [step for step in turn.steps if step.step_id not in ids]
         return turn, copy.deepcopy(record.state)
 
 

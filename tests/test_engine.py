@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from agents_core.api.agents import AgentConfig, CreateAgentTurnRequest, Turn
+from agents_core.api.agents import AgentConfig, CreateAgentTurnRequest, Step, Turn
 from agents_core.api.common import ToolResponse, UserMessage
 from agents_core.api.responses import CreateOpenaiResponseRequest
 from agents_core.domain import AWAITING_INPUT, COMPLETED, FAILED, RUNNING
@@ -30,6 +30,7 @@ from agents_core.errors import (
 )
 from agents_core.inference import types as model
 from agents_core.inference.types import ChatMessage, ChatRequest, ChatToolCall, Usage
+from pydantic import TypeAdapter
 
 from .memory_storage import MemoryResponseStorage, MemoryTurnStorage
 from .turn_support import WEATHER_TOOL
@@ -544,7 +545,12 @@ def test_a_queued_resume_whose_model_fails_at_once_goes_back_to_awaiting_input_u
     assert dataclasses.replace(after.state, events=before.state.events) == before.state
     # Only the count of its stream's events went on: the next run numbers its events after them.
     assert after.state.events == before.state.events + len(items)
-    assert steps_after == steps_before
+    # No tool results stay; the reply the paused turn kept may stay as a record of its own too
+    # (the turn reads it once), as the table's store leaves it for a racing resume.
+    own = {step.step_id: step for step in before.turn.steps}
+    for key, records in steps_after.items():
+        extra = {i: r for i, r in records.items() if i not in steps_before.get(key, {})}
+        assert all(TypeAdapter(Step).validate_json(r) == own.get(i) for i, r in extra.items())
     assert retried.output_message.content == "Sunny."
     assert world.model.replies == []
 

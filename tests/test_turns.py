@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import string
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -646,6 +647,86 @@ def _tool_step(turn_id: str, call_id: str, content: str) -> ToolExecutionStep:
         tool_calls=[ToolCall(call_id=call_id, tool_name="get_weather", arguments={})],
         tool_responses=[ToolResponse(call_id=call_id, tool_name="get_weather", content=content)],
     )
+
+
+def _reverted_copy(paused):
+    """The turn and state a resume keeps to put its paused turn back with (TurnEngine's)."""
+    return paused.turn.model_copy(update={"steps": list(paused.turn.steps)}), TurnState(
+        **vars(paused.state)
+    )
+
+
+def test_a_resume_put_back_while_a_racer_writes_the_kept_reply_in_parts_leaves_it_whole(
+    api, model, dynamodb
+):
+    """Resume B writes the parts of the reply the paused item keeps (700 KB: in parts), then
+    resume A, which had taken the turn, is put back, then B takes the turn. The reply's item
+    stays whole: the put-back leaves the kept reply's items for B, whose parts they are too."""
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    big = "".join(random.Random(1).choices(string.ascii_letters + string.digits, k=700_000))
+    model.reply(text=big, tool_calls=[("get_weather", '{"city": "Paris"}')])
+    paused = api.post(url, json={"messages": [user("weather?")]}).json()
+    turn_id, call_id = paused["turn_id"], paused["output_message"]["tool_calls"][0]["call_id"]
+    turns = TurnStore(dynamodb, TABLE)
+    a = turns.read_paused("default", agent_id, session_id, turn_id)
+    b = turns.read_paused("default", agent_id, session_id, turn_id)
+    assert a.steps_in_item == 1
+    put_back = _reverted_copy(a)
+    step_a = _tool_step(turn_id, call_id, "sunny")
+    lock_a = turns.lock_for_resume(a, agent_id, step_a)
+    transact = turns._t.transact
+
+    def a_put_back_first(actions):  # B's parts are written; its transaction comes next
+        turns._t.transact = transact
+        turns.revert(lock_a, *put_back, [step_a.step_id])
+        return transact(actions)
+
+    turns._t.transact = a_put_back_first
+    turns.lock_for_resume(b, agent_id, _tool_step(turn_id, call_id, "rain"))
+    read = api.get(f"{url}/{turn_id}")
+    assert read.status_code == 200
+    steps = read.json()["steps"]
+    assert [s["step_type"] for s in steps] == ["inference", "tool_execution"]
+    assert steps[0]["model_response"]["content"] == big
+    assert steps[1]["tool_responses"][0]["content"] == "rain"
+
+
+def test_a_resume_that_read_a_racers_tool_results_takes_the_turn_with_its_own_only(
+    api, model, dynamodb
+):
+    """A turn paused twice: resume B reads the turn, then resume A takes it (writing its tool
+    results) before B reads the step items, and A is put back before B takes the turn. B's
+    turn has the paused steps and its own results, not A's: a paused turn reads only its
+    first `steps_apart` step items."""
+    agent_id, session_id = new_session(api, client_tools=[WEATHER_TOOL])
+    url = turn_url(agent_id, session_id)
+    model.reply(tool_calls=[("get_weather", '{"city": "Paris"}')])
+    paused = api.post(url, json={"messages": [user("weather?")]}).json()
+    turn_id, call_id = paused["turn_id"], paused["output_message"]["tool_calls"][0]["call_id"]
+    model.reply(tool_calls=[("get_weather", '{"city": "Rome"}')])
+    body = {"tool_responses": [{"call_id": call_id, "tool_name": "get_weather", "content": "s"}]}
+    again = api.post(f"{url}/{turn_id}/resume", json=body).json()
+    second_call = again["output_message"]["tool_calls"][0]["call_id"]
+    turns = TurnStore(dynamodb, TABLE)
+    a = turns.read_paused("default", agent_id, session_id, turn_id)
+    put_back = _reverted_copy(a)
+    step_a = _tool_step(turn_id, second_call, "A")
+    read_steps, held = turns._steps, []
+
+    def a_takes_the_turn_first(pk, of_turn):
+        turns._steps = read_steps
+        held.append(turns.lock_for_resume(a, agent_id, step_a))
+        return read_steps(pk, of_turn)
+
+    turns._steps = a_takes_the_turn_first
+    b = turns.read_paused("default", agent_id, session_id, turn_id)
+    assert held and [s.step_id for s in b.turn.steps] == [s.step_id for s in a.turn.steps]
+    turns.revert(held[0], *put_back, [step_a.step_id])
+    turns.lock_for_resume(b, agent_id, _tool_step(turn_id, second_call, "B"))
+    steps = api.get(f"{url}/{turn_id}").json()["steps"]
+    assert [s["step_type"] for s in steps] == ["inference", "tool_execution"] * 2
+    assert [s["tool_responses"][0]["content"] for s in steps[1::2]] == ["s", "B"]
 
 
 def _unavailable_once(client, operation: str) -> list[str]:

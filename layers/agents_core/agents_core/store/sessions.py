@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 
 from ..api.agents import InferenceStep, Session, Step, Turn
 from ..api.common import CompletionMessage, StopReason, deferred_adapter
-from ..domain import FINISHED, RUNNING
+from ..domain import AWAITING_INPUT, FINISHED, RUNNING
 from ..errors import NotFound
 from . import keys
 from .history_cache import History, HistoryCache
@@ -235,8 +235,8 @@ def _read_turns(
     apart = [t.turn_id for (t, _), (h, _) in zip(turns, kept, strict=True) if steps_apart(h)]
     if apart:
         steps = _steps_between(table, pk, apart[0], apart[-1])
-        for turn, _ in turns:
-            turn.steps = joined_steps(steps.get(turn.turn_id, []), turn.steps)
+        for (turn, _), (head, _) in zip(turns, kept, strict=True):
+            turn.steps = stored_steps(head, steps.get(turn.turn_id, []), turn.steps)
     finished = []
     for (turn, size), (h, _) in zip(turns, kept, strict=True):
         if h.get("turn_status", {}).get("S") not in FINISHED:
@@ -281,10 +281,13 @@ def steps_apart(turn_head: dict[str, Any]) -> bool:
     return int(turn_head["steps_apart"]["N"]) > 0
 
 
-def joined_steps(apart: list[Step], inside: list[Step]) -> list[Step]:
-    """A turn's steps: its step items, then the steps its own item keeps that are not items
-    too (a resume stores its paused turn's kept steps as items; the item keeps its copy until
-    the turn's next end rewrites it)."""
+def stored_steps(head: dict[str, Any], apart: list[Step], inside: list[Step]) -> list[Step]:
+    """A turn's steps: its step items (`apart`, in order), then the steps its own item keeps
+    (`inside`) that are not items too: a resume stores its paused turn's kept steps as items,
+    and the item keeps its copy until the turn's next end rewrites it. A paused turn's are the
+    first `steps_apart` items: any later one is a racing resume's, not (yet) the turn's."""
+    if head.get("turn_status", {}).get("S") == AWAITING_INPUT and "steps_apart" in head:
+        apart = apart[: int(head["steps_apart"]["N"])]
     if not apart or not inside:
         return apart + inside
     stored = {step.step_id for step in apart}

@@ -13,13 +13,13 @@ from . import keys
 from .history_cache import History, HistoryCache
 from .items import PACKED, decode
 from .sessions import (
-    joined_steps,
     read_session_head,
     running_on_session,
     session_expiry,
     session_gone,
     step_adapter,
     steps_apart,
+    stored_steps,
     turn_of_item,
 )
 from .table import Table
@@ -38,18 +38,14 @@ class TurnReads:
         reply keeps that reply in its own item)."""
         pk = keys.session_pk(tenant, session_id)
         session, stored = self._session_and_turn(tenant, agent_id, session_id, turn_id)
-        turn, state = self._turn_state(pk, session, turn_id, stored)
-        in_item = 0
-        if stored is not None and state.status == AWAITING_INPUT:
-            kept = int(stored[0].get("steps_apart", {}).get("N", len(turn.steps)))
-            in_item = len(turn.steps) - kept
+        turn, state, in_item = self._turn_state(pk, session, turn_id, stored)
         return PausedTurn(
             tenant,
             turn,
             state,
             last_turn=session.get("last_turn", {}).get("S"),
             expires_at=session_expiry(session),
-            steps_in_item=in_item,
+            steps_in_item=in_item if state.status == AWAITING_INPUT else 0,
         )
 
     def remembered_history(
@@ -127,7 +123,8 @@ class TurnReads:
         self, tenant: str, agent_id: str, session_id: str, turn_id: str
     ) -> tuple[Turn, TurnState]:
         session, stored = self._session_and_turn(tenant, agent_id, session_id, turn_id)
-        return self._turn_state(keys.session_pk(tenant, session_id), session, turn_id, stored)
+        pk = keys.session_pk(tenant, session_id)
+        return self._turn_state(pk, session, turn_id, stored)[:2]
 
     def _session_and_turn(
         self, tenant: str, agent_id: str, session_id: str, turn_id: str
@@ -145,20 +142,23 @@ class TurnReads:
         session: dict[str, Any],
         turn_id: str,
         stored: tuple[dict[str, Any], dict[str, str]] | None,
-    ) -> tuple[Turn, TurnState]:
+    ) -> tuple[Turn, TurnState, int]:
         """The turn from what was read of it: its item (None while it runs on the session
-        item), with its step items, read when it has some."""
+        item), with its step items, read when it has some; and how many of its steps its item
+        keeps inside."""
         running = running_on_session(session)
         if running is not None and running.turn_id == turn_id:
             running.steps = self._steps(pk, turn_id)
-            return running, TurnState(RUNNING)
+            return running, TurnState(RUNNING), 0
         if stored is None:
             raise NotFound(f"Turn {turn_id} not found")
         head, attrs = stored
         turn = turn_of_item(head, attrs)
+        inside = len(turn.steps)
         if steps_apart(head):
-            turn.steps = joined_steps(self._steps(pk, turn_id), turn.steps)
-        return turn, state_from_json(head["turn_status"]["S"], attrs["state"], attrs.get("trace"))
+            turn.steps = stored_steps(head, self._steps(pk, turn_id), turn.steps)
+        state = state_from_json(head["turn_status"]["S"], attrs["state"], attrs.get("trace"))
+        return turn, state, inside
 
     def get_turn(self, tenant: str, agent_id: str, session_id: str, turn_id: str) -> Turn:
         return self.get_turn_state(tenant, agent_id, session_id, turn_id)[0]

@@ -113,13 +113,14 @@ class TurnStore(SessionLocks, TurnReads):
             self.remember_finished(lock, history, len(history_json or ""))
 
     def revert(self, lock: HeldSession, turn: Turn, state: TurnState, step_ids: list[str]) -> None:
-        """Put a resumed turn back as it was when paused: remove the steps written since (and
-        the items of those its item kept, which go back inside it), then write the paused turn
-        and park the lock (awaiting input) again."""
+        """Put a resumed turn back as it was when paused: remove the steps written since, then
+        write the paused turn, the steps its item kept inside it again, and park the lock
+        (awaiting input) again. The items the resume made of the kept steps stay: a racing
+        resume may be writing the same ones (their parts first), and a paused turn's reads
+        take only its first `steps_apart` step items."""
         prefix = keys.steps_prefix(turn.turn_id)
         kept = tuple(turn.steps[len(turn.steps) - lock.kept_steps :])
-        removed = [*step_ids, *(step.step_id for step in kept)]
-        written = {keys.step_sk(turn.turn_id, step_id) for step_id in removed}
+        written = {keys.step_sk(turn.turn_id, step_id) for step_id in step_ids}
         steps = self._t.query_all(
             {
                 "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
