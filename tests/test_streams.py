@@ -802,6 +802,25 @@ def test_a_text_deltas_frame_is_its_chunk_as_pydantic_writes_it():
     assert turn_frame(1, call).data == call.model_dump_json()
 
 
+def test_a_runs_start_and_step_start_frames_are_their_chunks_as_pydantic_writes_them():
+    """turn_frame writes turn_start and step_start chunks itself too: byte for byte the
+    chunk's model_dump_json, whatever the ids hold; a step start with metadata is pydantic's."""
+    from agents_core.api.agents import AgentTurnResponseTurnStartPayload
+    from agents_core.engine.turn_run import _chunk, _step_start
+    from agents_core.services.streams import turn_frame
+
+    rng = random.Random(12)
+    alphabet = [chr(c) for c in range(0x80)] + ["é", "😀", "\u2028", "\ufeff", "\u0085"]
+    for n in range(1_000):
+        some_id = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        start = _chunk(AgentTurnResponseTurnStartPayload(turn_id=some_id))
+        assert turn_frame(n, start).data == start.model_dump_json(), some_id
+        step = _step_start(rng.choice(["inference", "tool_execution", "shield_call"]), some_id)
+        assert turn_frame(n, step).data == step.model_dump_json(), some_id
+    step.event.payload.metadata = {"note": 'a "b"'}
+    assert turn_frame(1, step).data == step.model_dump_json()
+
+
 def test_a_responses_text_deltas_frame_is_its_event_as_pydantic_writes_it():
     from agents_core.api.responses.events import OutputTextDelta
     from agents_core.services.streams import response_frame

@@ -98,7 +98,20 @@ def turn_frame(seq: int, item: Any) -> Frame:
         error = {"message": item.message, "status": item.status, **item.ids}
         return Frame(seq, None, json.dumps({"error": error}))
     payload = item.event.payload
-    if payload.event_type == "step_progress" and type(payload.delta) is TextDelta:
+    event_type = payload.event_type
+    if event_type == "turn_start":  # every run's first chunk, and a step's start: as pydantic
+        turn_id = _json_string(payload.turn_id)  # writes them
+        data = f'{{"event":{{"payload":{{"event_type":"turn_start","turn_id":{turn_id}}}}}}}'
+        return Frame(seq, None, data)
+    if event_type == "step_start" and not payload.metadata:
+        step_type, step_id = _json_string(payload.step_type), _json_string(payload.step_id)
+        return Frame(
+            seq,
+            None,
+            f'{{"event":{{"payload":{{"event_type":"step_start","step_type":{step_type},'
+            f'"step_id":{step_id},"metadata":{{}}}}}}}}',
+        )
+    if event_type == "step_progress" and type(payload.delta) is TextDelta:
         # A text delta, the chunk a long answer is made of, written as pydantic writes it
         # (its strings escaped the same way), in a sixth of the time. Told by its event type,
         # so a responses function needs no Agents API models.
