@@ -6,7 +6,9 @@ called under `blocking.run` on an event loop, which then awaits the exchange."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import os
 import random
 import threading
 import time
@@ -361,6 +363,139 @@ def test_unwatched_a_client_does_what_botocores_handlers_would(
     meta = caught.value.response["ResponseMetadata"]
     assert meta["HTTPStatusCode"] == 400 and meta["RequestId"] == "R1"
     assert caught.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+def test_unwatched_a_client_makes_no_botocore_client_until_something_asks_for_one(
+    unwatched, recording, monkeypatch
+):
+    """Keys, region and endpoint in the environment, as in an on-demand Lambda: calls and their
+    errors need no botocore client. An error met before one is made is the class the client's
+    `exceptions` names once it is, for this client and any later one of the service."""
+    monkeypatch.setattr(aws, "_ERRORS", {})
+    monkeypatch.setattr(aws, "_MADE_ERRORS", {})
+    client = aws.client("dynamodb", attempts=1)
+    client.prepare()
+    assert client.put_item(TableName=TABLE, Item=ITEM)["ResponseMetadata"]["RequestId"] == "R1"
+    failed = b'{"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}'
+    recording.statuses, recording.bodies = [400], [failed]
+    with pytest.raises(ClientError) as caught:
+        client.put_item(TableName=TABLE, Item=ITEM)
+    assert client._made is None  # nothing so far needed botocore's client
+    assert caught.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert type(caught.value) is client.exceptions.ConditionalCheckFailedException
+    assert client._made is not None  # `exceptions` is the botocore client's
+    recording.statuses, recording.bodies = [400], [failed]
+    with pytest.raises(client.exceptions.ConditionalCheckFailedException):
+        client.put_item(TableName=TABLE, Item=ITEM)
+    later = aws.client("dynamodb")
+    assert later.exceptions.ConditionalCheckFailedException is type(caught.value)
+    assert later.exceptions.TransactionCanceledException.__module__ == "botocore.errorfactory"
+
+
+def _fresh_environment(monkeypatch, tmp_path, **variables):
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+
+
+KEYS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret/key"}
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"AWS_DEFAULT_REGION": "us-east-1"},
+        {"AWS_DEFAULT_REGION": "eu-central-2", "AWS_SESSION_TOKEN": "a-token"},
+        {"AWS_DEFAULT_REGION": "ap-southeast-4", "AWS_SECURITY_TOKEN": "an-old-token"},
+        {"AWS_DEFAULT_REGION": "il-central-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:5000"},
+        {
+            "AWS_DEFAULT_REGION": "us-west-2",
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:5000",
+            "AWS_ENDPOINT_URL_DYNAMODB": "http://localhost:8000/",
+            "AWS_ENDPOINT_URL_EVENTBRIDGE": "http://localhost:4010",
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER": "https://secrets.example:8443",
+        },
+    ],
+)
+def test_the_endpoint_region_and_keys_read_from_the_environment_are_botocores(
+    monkeypatch, tmp_path, variables
+):
+    import botocore.session
+
+    _fresh_environment(monkeypatch, tmp_path, **{**KEYS, **variables})
+    for service in aws.PROTOCOLS:
+        direct = aws._direct(service)
+        session = botocore.session.get_session()
+        made = session.create_client(service)
+        assert direct is not None, service
+        assert (direct.url, direct.region) == (made.meta.endpoint_url, made.meta.region_name)
+        frozen = session.get_credentials().get_frozen_credentials()
+        assert tuple(direct.credentials) == (frozen.access_key, frozen.secret_key, frozen.token)
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"AWS_DEFAULT_REGION": "cn-north-1"},
+        {"AWS_DEFAULT_REGION": "us-gov-west-1"},
+        {"AWS_DEFAULT_REGION": "us-east-1", "AWS_USE_FIPS_ENDPOINT": "true"},
+        {"AWS_DEFAULT_REGION": "us-east-1", "AWS_USE_DUALSTACK_ENDPOINT": "true"},
+        {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCOUNT_ID": "123456789012"},
+        {"AWS_DEFAULT_REGION": "us-east-1", "AWS_CREDENTIAL_EXPIRATION": "2030-01-01T00:00:00Z"},
+        {"AWS_REGION": "us-east-1"},  # botocore reads AWS_DEFAULT_REGION
+        {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": ""},
+    ],
+)
+def test_what_only_botocore_resolves_is_left_to_it(monkeypatch, tmp_path, variables):
+    _fresh_environment(monkeypatch, tmp_path, **{**KEYS, **variables})
+    assert all(aws._direct(service) is None for service in aws.PROTOCOLS)
+
+
+def test_a_config_file_is_left_to_botocore(monkeypatch, tmp_path):
+    _fresh_environment(monkeypatch, tmp_path, **KEYS, AWS_DEFAULT_REGION="us-east-1")
+    (tmp_path / "config").write_text("[default]\nendpoint_url = http://127.0.0.1:9\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    assert aws._direct("dynamodb") is None
+    monkeypatch.setattr(aws, "_session", functools.cache(aws._session.__wrapped__))  # reads it
+    client = aws.client("dynamodb")
+    assert client._url == "http://127.0.0.1:9/"  # botocore's reading of it
+
+
+def test_each_services_protocol_is_what_botocores_model_of_it_says():
+    """What JsonClient sends without botocore's client (target, JSON version, signing name,
+    idempotency tokens, method names) against botocore's service models."""
+    import botocore.session
+    from botocore import xform_name
+
+    session = botocore.session.get_session()
+    for service, protocol in aws.PROTOCOLS.items():
+        model = session.get_service_model(service)
+        assert protocol.target == model.metadata["targetPrefix"]
+        assert protocol.json_version == model.metadata["jsonVersion"]
+        assert protocol.signing_name == model.signing_name
+        assert protocol.service_id == model.service_id.hyphenize()
+        for operation in aws.FAST_OPERATIONS[service]:
+            token = protocol.idempotent.get(operation)
+            assert model.operation_model(operation).idempotent_members == ([token] if token else [])
+            assert aws._snake_case(operation) == xform_name(operation)
+
+
+@pytest.mark.parametrize(
+    "trace", ["Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f", "a b/ü"]
+)
+def test_the_trace_header_is_botocores_recursion_detection(monkeypatch, trace):
+    from botocore import handlers
+
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "TurnsFunction")
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", trace)
+    ours, theirs = {}, {"headers": {}}
+    aws._trace_header(ours)
+    handlers.add_recursion_detection_header(theirs)
+    assert ours == theirs["headers"]
 
 
 def test_unwatched_a_client_emits_botocores_events_once_a_handler_is_registered(

@@ -18,6 +18,7 @@ from .lambda_support import ROOT
 #: unbuilt.
 _INSPECT = """
 import json
+import sys
 import app
 from agents_core import http1, secrets
 from agents_core.api import common
@@ -32,10 +33,11 @@ while todo:
             deferred += not model.__pydantic_complete__
 publisher = app.services.__dict__.get("publisher")
 dynamodb = app.services.dynamodb
-put = dynamodb._client.meta.service_model.operation_model("PutItem")
 print(json.dumps({
     "adapters": [adapter.cache_info().currsize for adapter in common._ADAPTERS],
-    "operations": "idempotent_members" in vars(put),
+    "botocore_clients": dynamodb._made is not None
+        or publisher is not None and publisher._events is not None and publisher._events._made is not None,
+    "botocore_modules": sorted(m for m in sys.modules if m.startswith(("botocore.session", "botocore.client"))),
     "models": len(seen),
     "deferred": deferred,
     "events_client": publisher is not None and publisher._events is not None,
@@ -74,11 +76,12 @@ def _init(function: str, init_type: str | None, inspect: str = _INSPECT, **extra
 @pytest.mark.parametrize("function", ["turns", "responses", "resume", "background"])
 def test_in_lambda_a_function_s_init_builds_what_its_first_request_would(function):
     """Every API model it imported has its schema and every TypeAdapter made on first use is
-    made, the TLS context its HTTPS clients share has its certificates loaded, DynamoDB's
-    operations are resolved from botocore's data, and the lifecycle events' and Secrets
-    Manager's clients exist (the model's key is not read: a rotated key reaches restored
-    containers), on demand as under SnapStart; outside Lambda the same init leaves them to the
-    first requests that use them."""
+    made, the TLS context its HTTPS clients share has its certificates loaded, and the
+    lifecycle events' and Secrets Manager's clients exist (the model's key is not read: a
+    rotated key reaches restored containers), on demand as under SnapStart; outside Lambda the
+    same init leaves them to the first requests that use them. Either way, with keys and region
+    in the environment, no botocore client is made, nor botocore's session imported: the JSON
+    clients call DynamoDB and EventBridge without one."""
     for init_type in ("on-demand", "snap-start"):
         primed = _init(function, init_type)
         assert primed["models"] > 30, init_type
@@ -88,7 +91,7 @@ def test_in_lambda_a_function_s_init_builds_what_its_first_request_would(functio
         assert primed["secrets_client"] and primed["secrets_read"] == 0  # the key is read later
         assert 0 not in primed["adapters"], init_type
         assert primed["adapters"] or function in ("responses", "background")  # no Agents stores
-        assert primed["operations"], init_type
+        assert not primed["botocore_clients"] and primed["botocore_modules"] == [], init_type
 
     local = _init(function, None)
     assert local["models"] == primed["models"]
@@ -97,7 +100,7 @@ def test_in_lambda_a_function_s_init_builds_what_its_first_request_would(functio
     assert local["tls_contexts"] == 0
     assert not local["secrets_client"]
     assert 1 not in local["adapters"]
-    assert not local["operations"]
+    assert not local["botocore_clients"] and local["botocore_modules"] == []
 
 
 _INSPECT_AUTHORIZER = """

@@ -5,7 +5,10 @@ and a container's first (Secrets Manager's GetSecretValue) a thin JSON-protocol 
 
 The clients are botocore's, made without boto3, whose import (s3transfer's with it) is about 60
 ms of every function's init and adds nothing a client here uses. botocore honours
-AWS_ENDPOINT_URL, so local runs against moto need no special case here.
+AWS_ENDPOINT_URL, so local runs against moto need no special case here. A `JsonClient` makes its
+botocore client only when something asks for more than its operations: where the environment
+says where and as whom to call (`_direct`), as in an on-demand Lambda, an init imports no more
+of botocore than its exceptions (about 0.2 s of CPU saved).
 """
 
 from __future__ import annotations
@@ -16,10 +19,14 @@ import hmac
 import json
 import os
 import random
+import re
 import sys
+import threading
 import time
+import uuid
 from functools import cache, partial
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
 from . import json_text
 
@@ -84,22 +91,152 @@ CONNECT_TIMEOUT = 2
 
 def client(service: str, *, read_timeout: float = 5, attempts: int = 4) -> Any:
     """A client whose calls fail fast (bounded connect/read timeouts) instead of eating a Lambda.
-    For DynamoDB, EventBridge and Secrets Manager, a `JsonClient` over the botocore client."""
+    For DynamoDB, EventBridge and Secrets Manager, a `JsonClient`, which makes the botocore
+    client only when it needs it."""
+    fast = FAST_OPERATIONS.get(service)
+    make = partial(_botocore_client, service, read_timeout, attempts, validate=not fast)
+    if fast:
+        return JsonClient(service, fast, make, read_timeout=read_timeout, attempts=attempts)
+    return make()
+
+
+def _botocore_client(service: str, read_timeout: float, attempts: int, *, validate: bool) -> Any:
     from botocore.config import Config
 
-    fast = FAST_OPERATIONS.get(service)
     config = Config(
         connect_timeout=CONNECT_TIMEOUT,
         read_timeout=read_timeout,
         retries={"mode": "standard", "total_max_attempts": attempts},
         tcp_keepalive=True,
-        # The request shapes of these services are built by this code, from validated models.
-        parameter_validation=not fast,
+        # The request shapes of JsonClient's services are built by this code, from validated
+        # models.
+        parameter_validation=validate,
     )
-    made = _session().create_client(service, config=config)
-    if fast:
-        return JsonClient(made, fast, read_timeout=read_timeout, attempts=attempts)
-    return made
+    return _session().create_client(service, config=config)
+
+
+class _Protocol(NamedTuple):
+    """What a JsonClient sends a service, as botocore's model of the service has it
+    (tests/test_aws_json.py checks each against botocore's)."""
+
+    target: str  # X-Amz-Target's prefix
+    json_version: str
+    signing_name: str  # also the first label of its regional endpoint's host
+    service_id: str  # hyphenized: botocore's event names, AWS_ENDPOINT_URL_<SERVICE_ID>
+    idempotent: dict[str, str]  # an operation's idempotency token, filled in when not given
+
+
+PROTOCOLS = {
+    "dynamodb": _Protocol(
+        "DynamoDB_20120810",
+        "1.0",
+        "dynamodb",
+        "dynamodb",
+        {"TransactWriteItems": "ClientRequestToken"},
+    ),
+    "events": _Protocol("AWSEvents", "1.1", "events", "eventbridge", {}),
+    "secretsmanager": _Protocol("secretsmanager", "1.1", "secretsmanager", "secrets-manager", {}),
+}
+
+#: The regions of AWS's commercial partition, whose endpoints are <service>.<region>.amazonaws.com
+#: (botocore's partitions.json, "aws").
+_AWS_REGION = re.compile(r"^(us|eu|ap|sa|ca|me|af|il|mx)\-\w+\-\d+$")
+
+#: Settings that change where or as whom botocore calls: where one is set, it resolves both.
+_BOTOCORE_SETTINGS = (
+    "AWS_CREDENTIAL_EXPIRATION",  # refreshable keys
+    "AWS_ACCOUNT_ID",  # DynamoDB's account-based endpoints
+    "AWS_USE_FIPS_ENDPOINT",
+    "AWS_USE_DUALSTACK_ENDPOINT",
+    "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+    "AWS_DEFAULTS_MODE",
+)
+
+
+class _Keys(NamedTuple):
+    """Keys from the environment, as botocore's credentials give them frozen; a Lambda's stay
+    its container's for its life."""
+
+    access_key: str
+    secret_key: str
+    token: str | None
+
+    def get_frozen_credentials(self) -> _Keys:
+        return self
+
+
+class _Direct(NamedTuple):
+    url: str
+    region: str
+    credentials: _Keys
+
+
+def _plain_environment() -> bool:
+    """No config file and none of the settings that only botocore resolves: the environment
+    alone says what botocore would read."""
+    env = os.environ
+    config = os.path.expanduser(env.get("AWS_CONFIG_FILE") or "~/.aws/config")
+    return not os.path.exists(config) and not any(name in env for name in _BOTOCORE_SETTINGS)
+
+
+def _direct(service: str) -> _Direct | None:
+    """The endpoint, region and keys botocore would call `service` with, read from the
+    environment as botocore reads it where that is all it reads (keys and region in the
+    environment, botocore's first source of each; no config file; an endpoint in the
+    environment, or the service's regional one in AWS's commercial partition); else None."""
+    env = os.environ
+    key, secret, region = (
+        env.get("AWS_ACCESS_KEY_ID"),
+        env.get("AWS_SECRET_ACCESS_KEY"),
+        env.get("AWS_DEFAULT_REGION"),
+    )
+    if not (key and secret and region) or not _plain_environment():
+        return None
+    protocol = PROTOCOLS[service]
+    variable = "AWS_ENDPOINT_URL_" + protocol.service_id.replace("-", "_").upper()
+    url = env.get(variable) or env.get("AWS_ENDPOINT_URL")
+    if not url:
+        if not _AWS_REGION.match(region):
+            return None
+        url = f"https://{protocol.signing_name}.{region}.amazonaws.com"
+    token = env.get("AWS_SECURITY_TOKEN") or env.get("AWS_SESSION_TOKEN")
+    return _Direct(url, region, _Keys(key, secret, token))
+
+
+#: Error classes of answers met before a service's botocore client was made, by (service,
+#: code); a client made later takes them as its own (`_adopt_errors`), so `exceptions.X` of
+#: any client of the service is the class its calls raise.
+_ERRORS: dict[tuple[str, str], type] = {}
+#: A service's botocore exceptions, once one of its clients was made.
+_MADE_ERRORS: dict[str, Any] = {}
+
+
+def _error_class(service: str, code: str) -> type:
+    made = _MADE_ERRORS.get(service)
+    if made is not None:
+        return made.from_code(code)
+    from botocore.exceptions import ClientError
+
+    return _ERRORS.setdefault((service, code), type(code, (ClientError,), {}))
+
+
+def _adopt_errors(service: str, made: Any) -> None:
+    """A newly made botocore client of `service` raises, and names in its `exceptions`, the
+    classes JsonClient raised before it was made."""
+    exceptions = made.exceptions
+    for (name, code), cls in _ERRORS.items():
+        if name == service:
+            exceptions._code_to_exception[code] = cls
+            setattr(type(exceptions), code, cls)
+    _MADE_ERRORS[service] = exceptions
+
+
+def _trace_header(headers: dict[str, str]) -> None:
+    """In Lambda, the invocation's trace id as X-Amzn-Trace-Id (botocore's recursion
+    detection)."""
+    trace = os.environ.get("_X_AMZN_TRACE_ID")
+    if trace and "X-Amzn-Trace-Id" not in headers:
+        headers["X-Amzn-Trace-Id"] = quote(trace, safe="-=;:+&[]{}\"',")
 
 
 #: botocore's standard retry mode, for JsonClient: what is tried again, and how long it waits.
@@ -131,8 +268,10 @@ class JsonClient:
     per-request machinery, which costs about 1.5 ms of CPU a call (a Lambda at 192 MB has 0.11
     of a vCPU): the parameters as JSON, signed (SigV4), sent over a kept-alive connection (a
     socket of its own; under `blocking.run`, `http1`'s, awaited by the event loop), the answer
-    as JSON. Everything else (other operations, `meta`, `exceptions`, paginators, waiters) is
-    the botocore client's.
+    as JSON. Everything else (other operations, `meta`, paginators, waiters) is the botocore
+    client's, made at the first use of any of it; until then, where the environment says where
+    and as whom to call (`_direct`), no botocore client is made at all, and an error answer's
+    class is one `exceptions` names once the client is made (`_adopt_errors`).
 
     It behaves as the botocore client does: the same parameter and answer shapes (bytes for
     DynamoDB's B and BS values, base64 on the wire), errors as botocore's `ClientError`
@@ -152,64 +291,82 @@ class JsonClient:
 
     def __init__(
         self,
-        botocore_client: Any,
+        service: str,
         operations: tuple[str, ...],
+        make: Any,
         *,
         read_timeout: float,
         attempts: int,
     ) -> None:
-        from botocore import xform_name
-
-        self._client = botocore_client
-        meta = botocore_client.meta
-        service = meta.service_model
-        self._service_id = service.service_id.hyphenize()
-        self._signing_name = service.signing_name
-        self._target = service.metadata["targetPrefix"]
-        self._content_type = f"application/x-amz-json-{service.metadata['jsonVersion']}"
-        self._region = meta.region_name
-        self._url = meta.endpoint_url.rstrip("/") + "/"  # the operations' path, as botocore's
+        self._made: Any = None  # the botocore client, once made (`_botocore`)
+        self._make = make
+        self._making = threading.Lock()
+        self._service = service
+        self._events: Any = _NOT_LISTENING  # the botocore client's events, once it is made
+        protocol = PROTOCOLS[service]
+        self._protocol = protocol
+        self._target = protocol.target
+        self._content_type = f"application/x-amz-json-{protocol.json_version}"
+        direct = None if _mocked() else _direct(service)
+        if direct is None:  # botocore resolves them (and a mock answers through its events)
+            meta = self._botocore().meta
+            direct = _Direct(meta.endpoint_url, meta.region_name, _session().get_credentials())
+        self._region = direct.region
+        self._url = direct.url.rstrip("/") + "/"  # the operations' path, as botocore's
         self._attempts = attempts
         self._connections = _Connections(self._url, read_timeout)
         self._signer = _Signer(
-            _session().get_credentials(), self._connections.host, self._region, self._signing_name
+            direct.credentials, self._connections.host, self._region, protocol.signing_name
         )
-        self._events = _Observed(meta.events)
-        meta.events = self._events
         self._operations = operations
         self._in_lambda = "AWS_LAMBDA_FUNCTION_NAME" in os.environ
         for operation in operations:
-            setattr(self, xform_name(operation), partial(self._call, operation))
+            setattr(self, _snake_case(operation), partial(self._call, operation))
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+        if name.startswith("__"):  # copy, pickle and the like look for these on the class
+            raise AttributeError(name)
+        return getattr(self._botocore(), name)
+
+    def _botocore(self) -> Any:
+        """The botocore client, made at the first call (its events passed through `_Observed`,
+        its error classes those this client raised before)."""
+        with self._making:
+            if self._made is None:
+                made = self._make()
+                _adopt_errors(self._service, made)
+                self._events = _Observed(made.meta.events)
+                made.meta.events = self._events
+                self._made = made
+        return self._made
 
     def prepare(self) -> None:
         """Build what its first calls would (a primed init): the TLS context its connections
-        verify with (none is opened), and its operations' models as botocore resolves them
-        from the service's data at their first call."""
+        verify with (none is opened), and, where its botocore client was made, its operations'
+        models as botocore resolves them from the service's data at their first call."""
         self._connections.prepare()
-        service = self._client.meta.service_model
-        for operation in self._operations:
-            service.operation_model(operation).idempotent_members  # noqa: B018
+        if self._made is not None:
+            service = self._made.meta.service_model
+            for operation in self._operations:
+                service.operation_model(operation).idempotent_members  # noqa: B018
 
     async def open(self, count: int = 1) -> None:
         """Open the connections its first `count` calls at once on this event loop would."""
         await self._connections.open(count)
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
-        import botocore.handlers as handlers
-
-        model = self._client.meta.service_model.operation_model(operation)
         events = self._events if self._events.listening else None
-        event = f"{self._service_id}.{operation}"
+        event = f"{self._protocol.service_id}.{operation}"
         context: dict[str, Any] = {}
         if events is not None:
+            model = self._made.meta.service_model.operation_model(operation)
             events.emit(
                 f"before-parameter-build.{event}", params=params, model=model, context=context
             )
         else:
-            handlers.generate_idempotent_uuid(params, model)
+            token = self._protocol.idempotent.get(operation)
+            if token is not None and token not in params:
+                params[token] = str(uuid.uuid4())
         body = json_text.dumps(params, default=_blob_out)
         request = {
             "url_path": "/",
@@ -230,7 +387,7 @@ class JsonClient:
                 context=context,
             )
         elif self._in_lambda:  # what it looks for first, read once
-            handlers.add_recursion_detection_header(request)
+            _trace_header(request["headers"])
         if answered is not None:
             http, parsed = answered
         else:
@@ -245,8 +402,13 @@ class JsonClient:
             )
         if http.status_code >= 300:
             code = parsed["Error"]["Code"]
-            raise self._client.exceptions.from_code(code)(parsed, operation)
+            raise self._error_class(code)(parsed, operation)
         return parsed
+
+    def _error_class(self, code: str) -> type:
+        if self._made is not None:
+            return self._made.exceptions.from_code(code)
+        return _error_class(self._service, code)
 
     def _send(
         self, operation: str, event: str, body: bytes, headers: dict[str, str]
@@ -306,19 +468,39 @@ class _Observed:
     built-in ones (moto's in-process mock: its stubber answers requests in `before-send`)."""
 
     def __init__(self, events: Any) -> None:
-        from botocore.handlers import BUILTIN_HANDLERS
-
         self._events = events
-        self.listening = any(
-            not getattr(entry[1], "__module__", type(entry[1]).__module__).startswith("botocore")
-            for entry in BUILTIN_HANDLERS
-        )
+        self.listening = _mocked()
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._events, name)
         if name.startswith("register"):
             self.listening = True
         return attr
+
+
+class _NotListening:
+    """The events of a JsonClient whose botocore client is not made yet: nobody listens."""
+
+    listening = False
+
+
+_NOT_LISTENING = _NotListening()
+
+
+def _mocked() -> bool:
+    """Whether another library added handlers to botocore's built-in ones (moto's in-process
+    mock answers requests in `before-send`): then every call goes through botocore's events.
+    A process that never imported botocore's handlers has none."""
+    handlers = sys.modules.get("botocore.handlers")
+    return handlers is not None and any(
+        not getattr(entry[1], "__module__", type(entry[1]).__module__).startswith("botocore")
+        for entry in handlers.BUILTIN_HANDLERS
+    )
+
+
+def _snake_case(operation: str) -> str:
+    """botocore's method name of an operation (`xform_name`): PutItem -> put_item."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower()
 
 
 class _Answer(NamedTuple):
@@ -409,7 +591,6 @@ class _Connections:
     endpoints answer a POST with a status line, headers and a Content-Length or chunked body."""
 
     def __init__(self, url: str, read_timeout: float) -> None:
-        import threading
         from urllib.parse import urlsplit
 
         parts = urlsplit(url)
@@ -549,10 +730,17 @@ def _certificates() -> tuple[str, None]:
     """Certificates as botocore verifies them, for both of JsonClient's exchanges: the
     configured CA bundle (AWS_CA_BUNDLE, or `ca_bundle` in the config file), else certifi's
     where installed, else botocore's own."""
-    from botocore.httpsession import get_cert_path
-
-    bundle = _session().get_config_variable("ca_bundle")
-    return get_cert_path(bundle or True), None
+    if _plain_environment():
+        bundle = os.environ.get("AWS_CA_BUNDLE")
+    else:
+        bundle = _session().get_config_variable("ca_bundle")
+    if bundle:
+        return bundle, None
+    try:
+        from certifi import where
+    except ImportError:
+        from botocore.httpsession import where
+    return where(), None
 
 
 class _Unreadable(Exception):
