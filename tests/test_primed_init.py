@@ -17,6 +17,7 @@ from .lambda_support import ROOT
 #: Run in a fresh interpreter, in the function's folder: its init (app.py), then what it left
 #: unbuilt.
 _INSPECT = """
+import gc
 import json
 import sys
 import app
@@ -35,6 +36,8 @@ publisher = app.services.__dict__.get("publisher")
 dynamodb = app.services.dynamodb
 print(json.dumps({
     "adapters": [adapter.cache_info().currsize for adapter in common._ADAPTERS],
+    "full_collections": gc.get_stats()[2]["collections"],
+    "collecting": gc.isenabled(),
     "botocore_clients": dynamodb._made is not None
         or publisher is not None and publisher._events is not None and publisher._events._made is not None,
     "botocore_modules": sorted(m for m in sys.modules if m.startswith(("botocore.session", "botocore.client"))),
@@ -81,7 +84,8 @@ def test_in_lambda_a_function_s_init_builds_what_its_first_request_would(functio
     rotated key reaches restored containers), on demand as under SnapStart; outside Lambda the
     same init leaves them to the first requests that use them. Either way, with keys and region
     in the environment, no botocore client is made, nor botocore's session imported: the JSON
-    clients call DynamoDB and EventBridge without one."""
+    clients call DynamoDB and EventBridge without one. The garbage collector runs no full
+    collection during init, and runs again once init is done."""
     for init_type in ("on-demand", "snap-start"):
         primed = _init(function, init_type)
         assert primed["models"] > 30, init_type
@@ -92,6 +96,8 @@ def test_in_lambda_a_function_s_init_builds_what_its_first_request_would(functio
         assert 0 not in primed["adapters"], init_type
         assert primed["adapters"] or function in ("responses", "background")  # no Agents stores
         assert not primed["botocore_clients"] and primed["botocore_modules"] == [], init_type
+        # The collector waited for init to end (its heap lives as long as the container).
+        assert primed["full_collections"] == 0 and primed["collecting"], init_type
 
     local = _init(function, None)
     assert local["models"] == primed["models"]
