@@ -10,9 +10,12 @@ import functools
 import json
 import os
 import random
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import boto3
 import pytest
@@ -390,6 +393,49 @@ def test_unwatched_a_client_makes_no_botocore_client_until_something_asks_for_on
     later = aws.client("dynamodb")
     assert later.exceptions.ConditionalCheckFailedException is type(caught.value)
     assert later.exceptions.TransactionCanceledException.__module__ == "botocore.errorfactory"
+
+
+_CALLS_IN_A_FRESH_PROCESS = """
+import asyncio, json, sys
+from agents_core import aws, blocking
+client = aws.client("dynamodb", attempts=1)
+client.put_item(TableName="t", Item={"PK": {"S": "p"}, "SK": {"S": "s"}})
+asyncio.run(blocking.run(lambda: client.transact_write_items(TransactItems=[])))
+try:
+    client.put_item(TableName="t", Item={"PK": {"S": "p"}, "SK": {"S": "s"}})
+except Exception as err:
+    print(json.dumps([type(err).__name__, sorted(m for m in sys.modules if m.startswith("botocore.")
+        and not m.startswith(("botocore.exceptions", "botocore.vendored")))]))
+"""
+
+
+def test_a_client_from_the_environment_imports_no_more_of_botocore_than_its_exceptions(
+    recording, tmp_path
+):
+    """Its calls, blocking and on the loop, and an error answer, in a fresh process: botocore's
+    session, client and request types (which import urllib3) are left to whatever asks for
+    them; a first run in a new 192 MB container paid most of a second for them."""
+    failed = b'{"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}'
+    recording.statuses, recording.bodies = [200, 200, 400], [b"{}", b"{}", failed]
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(Path(aws.__file__).parent.parent),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": os.environ["AWS_ENDPOINT_URL"],
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _CALLS_IN_A_FRESH_PROCESS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == ["ConditionalCheckFailedException", []]
+    assert len(recording.requests) == 3
 
 
 def _fresh_environment(monkeypatch, tmp_path, **variables):
