@@ -26,7 +26,7 @@ import time
 import uuid
 from functools import cache, partial
 from typing import Any, NamedTuple
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from . import json_text
 
@@ -212,6 +212,7 @@ _MADE_ERRORS: dict[str, Any] = {}
 
 
 def _error_class(service: str, code: str) -> type:
+    """The class of an error answer: its service's botocore client's, once one was made."""
     made = _MADE_ERRORS.get(service)
     if made is not None:
         return made.from_code(code)
@@ -402,13 +403,8 @@ class JsonClient:
             )
         if http.status_code >= 300:
             code = parsed["Error"]["Code"]
-            raise self._error_class(code)(parsed, operation)
+            raise _error_class(self._service, code)(parsed, operation)
         return parsed
-
-    def _error_class(self, code: str) -> type:
-        if self._made is not None:
-            return self._made.exceptions.from_code(code)
-        return _error_class(self._service, code)
 
     def _send(
         self, operation: str, event: str, body: bytes, headers: dict[str, str]
@@ -595,8 +591,6 @@ class _Connections:
     endpoints answer a POST with a status line, headers and a Content-Length or chunked body."""
 
     def __init__(self, url: str, read_timeout: float) -> None:
-        from urllib.parse import urlsplit
-
         parts = urlsplit(url)
         self._url = url
         self._tls = parts.scheme == "https"
