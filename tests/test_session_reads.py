@@ -12,7 +12,15 @@ import zlib
 import pytest
 from agents_core.services import build_services
 from agents_core.settings import Settings
-from agents_core.store.items import MAX_ITEM_BYTES, decode, encode, inline_attrs, item_size
+from agents_core.store.items import (
+    MAX_ITEM_BYTES,
+    decode,
+    deflate,
+    encode,
+    inline_attrs,
+    item_size,
+)
+from agents_core.store.stream_events import _DICTIONARY as STREAM_DICTIONARY
 from agents_core.web.agents import router as agents_router
 from agents_core.web.app import create_app
 from agents_core.web.reads import escaped_size
@@ -312,6 +320,19 @@ def test_a_records_json_attributes_are_compressed_together_so_what_they_share_is
     assert inline_attrs(earlier) == {"body": body, "history": history}  # as stored before
     (short,) = encode(key, {"body": "{}", "state": "{}"})  # nothing to gain: as they are
     assert short["body"] == {"S": "{}"} and short["state"] == {"S": "{}"}
+
+
+@pytest.mark.parametrize("size", [0, 300, 1_700, 1_800, 5_000, 40_000, 300_000])
+@pytest.mark.parametrize("zdict", [b"", STREAM_DICTIONARY], ids=["plain", "with_dictionary"])
+def test_a_small_windowed_stream_is_as_small_as_zlibs_default_and_reads_back_with_it(size, zdict):
+    """`deflate` sizes zlib's window to the data: the stream is the default one's size, and
+    readers that know nothing of it (zlib's default window) read it back."""
+    data = " ".join(f"word{n * 7919 % 10007}" for n in range(size // 9 + 1)).encode()[:size]
+    ours = deflate(data, zdict)
+    default = zlib.compressobj(6, zdict=zdict) if zdict else zlib.compressobj(6)
+    assert len(ours) == len(default.compress(data) + default.flush())
+    reader = zlib.decompressobj(zdict=zdict) if zdict else zlib.decompressobj()
+    assert reader.decompress(ours) + reader.flush() == data
 
 
 def test_a_turn_of_the_cost_benchs_shape_ends_in_an_item_of_one_kilobyte(api, model, dynamodb):

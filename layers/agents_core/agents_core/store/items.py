@@ -38,6 +38,8 @@ SHARED_TEXT_CHARS = 16 * 1024
 PACK_CHARS = 256
 #: The attribute holding a record's JSON attributes compressed together.
 PACKED = "packed"
+#: zlib matches no farther back than its window less this much (MIN_LOOKAHEAD).
+_LOOKAHEAD = 262
 _SHARED, _LITERAL = "$shared", "$literal"  # markers in the parts' JSON (escaped in content)
 
 M = TypeVar("M", bound=BaseModel)
@@ -124,10 +126,25 @@ def _stored(attrs: dict[str, str]) -> dict[str, Any]:
     size = sum(map(len, texts))
     if size >= PACK_CHARS:
         header = json.dumps([[name, len(text)] for name, text in zip(attrs, texts, strict=True)])
-        packed = zlib.compress(header.encode() + b"\n" + b"".join(texts), 6)
+        packed = deflate(header.encode() + b"\n" + b"".join(texts))
         if len(packed) < size:
             return {PACKED: {"B": packed}}
     return {name: {"S": value} for name, value in attrs.items()}
+
+
+def deflate(data: bytes, zdict: bytes = b"") -> bytes:
+    """`data` as a zlib stream at level 6, with a window and hash table no larger than it needs.
+    zlib's defaults (a 32 KB window, memLevel 8) allocate and clear about 256 KB a call, which
+    the heap gives back to the system after it: for an item of a few kilobytes that is nine
+    tenths of the work (about 90 us against 15 here). A window that holds the data and the
+    dictionary finds the same matches, and every zlib reader takes a smaller window."""
+    wbits = max(9, min(15, (len(zdict) + len(data) + _LOOKAHEAD).bit_length()))
+    memory = max(1, wbits - 7)  # zlib's default pairing: memLevel 8 with the 15-bit window
+    if zdict:
+        compressor = zlib.compressobj(6, zlib.DEFLATED, wbits, memory, zdict=zdict)
+    else:
+        compressor = zlib.compressobj(6, zlib.DEFLATED, wbits, memory)
+    return compressor.compress(data) + compressor.flush()
 
 
 def _unpacked(data: bytes) -> dict[str, str]:
@@ -143,7 +160,7 @@ def _packed(text: str) -> dict[str, Any]:
     """An attribute's value: the JSON text, or its compressed bytes when that is smaller."""
     if len(text) >= PACK_CHARS:
         data = text.encode()
-        packed = zlib.compress(data, 6)
+        packed = deflate(data)
         if len(packed) < len(data):
             return {"B": packed}
     return {"S": text}

@@ -23,6 +23,7 @@ from pydantic_core import to_json
 
 from ..domain import RUNNING
 from . import keys
+from .items import deflate
 from .schema import TTL_ATTRIBUTE
 from .table import Table, expired, key
 
@@ -373,8 +374,7 @@ def _pack(frames: list[Frame]) -> bytes:
     # pydantic-core's JSON writer: what json.dumps(ensure_ascii=False) writes, in a third of
     # the time, as bytes.
     text = to_json({"v": 2, "frames": packed})
-    compressor = zlib.compressobj(6, zdict=_DICTIONARY)
-    return _DICTIONARY_V1 + compressor.compress(text) + compressor.flush()
+    return _DICTIONARY_V1 + deflate(text, _DICTIONARY)
 
 
 def _unpack(blob: bytes) -> list[Frame]:
