@@ -1,7 +1,9 @@
 """CPU per streamed turn, per streamed response and per resume of the server process, each
 function run as its run.sh runs it (the command it execs, in functions/<name>), over a moto
-server and the scripted model in processes of their own (peers.py); and each server's CPU while
-it idles (its main loop's wake-ups), which a Lambda spends through every wait on the model.
+server and the scripted model in processes of their own (peers.py), with the environment Lambda
+gives them (the metrics on: a run's count written to stdout, here discarded); and each server's
+CPU while it idles (its main loop's wake-ups), which a Lambda spends through every wait on the
+model.
 
 Each figure is the server's utime + stime (and, finer, the on-CPU time of its threads from
 /proc/<pid>/task/*/schedstat) over N runs driven over one kept-alive HTTP connection, divided
@@ -63,6 +65,7 @@ def function_server(
         cwd=root / "functions" / name,
         env=env,
         preexec_fn=preexec_fn,
+        stdout=subprocess.DEVNULL,  # its metrics (and logs), which Lambda would ship
     )
     try:
         wait_for_port(port, proc, 30 if prefix is None else 300)  # valgrind starts slowly
@@ -294,7 +297,6 @@ class Bench:
         env = {
             **os.environ,
             "OPENAI_BASE_URL": model_url,
-            "POWERTOOLS_METRICS_DISABLED": "true",
             "AWS_ENDPOINT_URL": aws_endpoint,
             "AWS_ACCESS_KEY_ID": "bench",
             "AWS_SECRET_ACCESS_KEY": "bench",

@@ -544,6 +544,36 @@ def test_outcomes_are_counted_as_embedded_metrics(services, model, capsys):
         assert names.count(name) == 1, (name, names)
 
 
+def test_a_count_is_the_line_powertools_single_metric_prints(monkeypatch, capsys):
+    from agents_core import metrics
+    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
+    metrics.count("TurnsCompleted")
+    with single_metric(
+        name="TurnsCompleted", unit=MetricUnit.Count, value=1, namespace=metrics.NAMESPACE
+    ) as metric:
+        metric.add_dimension(name="service", value=metrics.NAMESPACE)
+    ours, theirs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert abs(ours["_aws"].pop("Timestamp") - theirs["_aws"].pop("Timestamp")) < 60_000
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("disabled", [None, "true", "false", "1", "0", "TRUE", "off"])
+@pytest.mark.parametrize("dev", [None, "true", "false"])
+def test_counts_are_switched_off_as_powertools_switches_its_metrics(monkeypatch, disabled, dev):
+    from agents_core import metrics
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    for name, value in (("POWERTOOLS_METRICS_DISABLED", disabled), ("POWERTOOLS_DEV", dev)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert metrics._disabled() == is_metrics_disabled()
+
+
 def test_response_lifecycle_events_reach_a_rule_target(services, model, aws):
     from agents_core.api.responses import CreateOpenaiResponseRequest
 
