@@ -75,6 +75,24 @@ def test_cfn_lint_reports_nothing():
     assert result.stdout.strip() == ""
 
 
+def test_the_layer_is_built_for_the_runtime_and_architecture_every_function_runs():
+    from .test_built_artifacts import _build_layer_module
+
+    target = _build_layer_module().LAMBDA
+    declared = template()
+    runtime, architectures = (
+        declared["Globals"]["Function"][key] for key in ("Runtime", "Architectures")
+    )
+    layer = declared["Resources"]["AgentsCoreLayer"]["Properties"]
+    assert runtime == f"python{target.python_version}" == target.name.split("-")[1]
+    assert layer["CompatibleRuntimes"] == [runtime]
+    assert architectures == layer["CompatibleArchitectures"] == ["arm64"]
+    assert all(platform.endswith("_aarch64") for platform in target.platforms)
+    for name, resource in declared["Resources"].items():
+        if resource["Type"] == "AWS::Serverless::Function":
+            assert "Runtime" not in resource["Properties"], name  # each runs the Globals' one
+
+
 def test_template_table_matches_the_local_definition():
     table = template()["Resources"]["AgentsTable"]["Properties"]
     assert table["BillingMode"] == TABLE_DEFINITION["BillingMode"]
