@@ -761,11 +761,22 @@ def test_the_text_two_frames_share_at_either_end_is_found_exactly():
         limit = min(len(a), len(b))
         prefix = by_character(a, b, limit, 1)
         suffix = by_character(a, b, limit - prefix, -1)
-        # Any guess, right or wrong (the share of the frames before), gives the same count.
-        for guess in (0, prefix, rng.randint(0, limit + 2)):
-            assert _shared_prefix(a, b, limit, guess) == prefix, (a, b, guess)
-        for guess in (0, suffix, rng.randint(0, limit + 2)):
-            assert _shared_suffix(a, b, limit - prefix, guess) == suffix, (a, b, guess)
+
+        # Any guess, right or wrong (the share of the frames before), gives the same count:
+        # exact, a few or many characters short of it or past it, anywhere.
+        def guesses(exact: int, limit: int = limit) -> tuple[int, ...]:
+            return (
+                0,
+                exact,
+                exact - rng.randint(1, 30),
+                exact + rng.randint(1, 3),
+                rng.randint(0, limit + 2),
+            )
+
+        for guess in guesses(prefix):
+            assert _shared_prefix(a, b, limit, max(guess, 0)) == prefix, (a, b, guess)
+        for guess in guesses(suffix):
+            assert _shared_suffix(a, b, limit - prefix, max(guess, 0)) == suffix, (a, b, guess)
 
 
 def test_a_streamed_answers_deltas_pack_into_a_fraction_of_a_write_unit():

@@ -312,14 +312,26 @@ _SEQ_MARK = "\x00"
 _SEQ_FIELD = '"sequence_number":'
 
 
+#: How many characters past the frame before's share are compared one by one before halving.
+_STEPS = 8
+
+
 def _shared_prefix(a: str, b: str, limit: int, guess: int = 0) -> int:
-    """How many first characters (at most `limit`) `a` and `b` share: `guess` when it is
-    exactly that (a delta shares as much with the one before as that one did), else halving
-    the span with slices compared in C, not character by character (a Responses frame holds
-    the whole response, a kilobyte or more)."""
-    if 0 < guess <= limit and a[:guess] == b[:guess] and (guess == limit or a[guess] != b[guess]):
-        return guess
+    """How many first characters (at most `limit`) `a` and `b` share. `guess`, what the frame
+    before shared, is tried first: a delta's share moves by a character or two from its
+    neighbour's, so past it the count goes on a character at a time, and below it (or when
+    that does not settle it) it halves the span with slices compared in C, not character by
+    character (a Responses frame holds the whole response, a kilobyte or more)."""
     low, high = 0, limit
+    if 0 < guess <= limit:
+        if a[:guess] != b[:guess]:
+            high = guess - 1
+        else:
+            low = guess
+            while low < limit and low - guess < _STEPS and a[low] == b[low]:
+                low += 1
+            if low == limit or a[low] != b[low]:
+                return low
     while low < high:
         middle = (low + high + 1) // 2
         if a[low:middle] == b[low:middle]:
@@ -332,13 +344,16 @@ def _shared_prefix(a: str, b: str, limit: int, guess: int = 0) -> int:
 def _shared_suffix(a: str, b: str, limit: int, guess: int = 0) -> int:
     """How many last characters (at most `limit`) `a` and `b` share (`guess`: as above)."""
     la, lb = len(a), len(b)
-    if (
-        0 < guess <= limit
-        and a[la - guess :] == b[lb - guess :]
-        and (guess == limit or a[la - guess - 1] != b[lb - guess - 1])
-    ):
-        return guess
     low, high = 0, limit
+    if 0 < guess <= limit:
+        if a[la - guess :] != b[lb - guess :]:
+            high = guess - 1
+        else:
+            low = guess
+            while low < limit and low - guess < _STEPS and a[la - low - 1] == b[lb - low - 1]:
+                low += 1
+            if low == limit or a[la - low - 1] != b[lb - low - 1]:
+                return low
     while low < high:
         middle = (low + high + 1) // 2
         if a[la - middle : la - low] == b[lb - middle : lb - low]:
