@@ -799,6 +799,7 @@ def test_a_streamed_answers_deltas_pack_into_a_fraction_of_a_write_unit():
 def test_a_text_deltas_frame_is_its_chunk_as_pydantic_writes_it():
     """turn_frame writes a text delta's chunk itself (the chunk a long answer is made of): the
     same text, byte for byte, as the chunk's model_dump_json, whatever the text holds."""
+    from agents_core.engine.loop import TextDelta
     from agents_core.engine.turn_run import _progress
     from agents_core.services.streams import turn_frame
 
@@ -809,6 +810,11 @@ def test_a_text_deltas_frame_is_its_chunk_as_pydantic_writes_it():
         step_type = rng.choice(["inference", "tool_execution"])
         chunk = _progress(f'step-{n}"', {"type": "text", "text": text}, step_type)
         assert turn_frame(n, chunk).data == chunk.model_dump_json(), text
+        # A streamed turn's own delta (TurnRun.events(plain_text=True)): an inference step's.
+        inference = _progress(f'step-{n}"', {"type": "text", "text": text})
+        plain = TextDelta(f'step-{n}"', text)
+        assert turn_frame(n, plain) == turn_frame(n, inference), text
+        assert turn_frame(n, plain).data == inference.model_dump_json(), text
     call = _progress("s", {"type": "tool_call", "tool_call": "{}", "parse_status": "in_progress"})
     assert turn_frame(1, call).data == call.model_dump_json()
 

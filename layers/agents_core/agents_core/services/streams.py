@@ -31,6 +31,7 @@ from typing import Any
 
 from .. import blocking, metrics
 from ..api.common import TextDelta
+from ..engine.loop import TextDelta as PlainTextDelta
 from ..errors import RunFailed
 from ..log import logger
 from ..settings import Settings
@@ -94,6 +95,8 @@ def turn_frame(seq: int, item: Any) -> Frame:
     """A turn's stream item as the frame sent for it: `data: <chunk>`, or at the end Llama
     Stack's `data: {"error": ...}` for a RunFailed; its id is the event's index in the turn's
     stream."""
+    if type(item) is PlainTextDelta:  # TurnRun.events(plain_text=True)'s text delta
+        return _text_progress(seq, "inference", item.step_id, item.text)
     if isinstance(item, RunFailed):
         error = {"message": item.message, "status": item.status, **item.ids}
         return Frame(seq, None, json.dumps({"error": error}))
@@ -112,19 +115,21 @@ def turn_frame(seq: int, item: Any) -> Frame:
             f'"step_id":{step_id},"metadata":{{}}}}}}}}',
         )
     if event_type == "step_progress" and type(payload.delta) is TextDelta:
-        # A text delta, the chunk a long answer is made of, written as pydantic writes it
-        # (its strings escaped the same way), in a sixth of the time. Told by its event type,
-        # so a responses function needs no Agents API models.
-        step_type, step_id, text = map(
-            _json_string, (payload.step_type, payload.step_id, payload.delta.text)
-        )
-        return Frame(
-            seq,
-            None,
-            f'{{"event":{{"payload":{{"event_type":"step_progress","step_type":{step_type},'
-            f'"step_id":{step_id},"delta":{{"type":"text","text":{text}}}}}}}}}',
-        )
+        return _text_progress(seq, payload.step_type, payload.step_id, payload.delta.text)
     return Frame(seq, None, item.model_dump_json())
+
+
+def _text_progress(seq: int, step_type: str, step_id: str, text: str) -> Frame:
+    """A text delta's chunk, the chunk a long answer is made of, written as pydantic writes it
+    (its strings escaped the same way), in a sixth of the time. Told by its event type, so a
+    responses function needs no Agents API models."""
+    step_type, step_id, text = map(_json_string, (step_type, step_id, text))
+    return Frame(
+        seq,
+        None,
+        f'{{"event":{{"payload":{{"event_type":"step_progress","step_type":{step_type},'
+        f'"step_id":{step_id},"delta":{{"type":"text","text":{text}}}}}}}}}',
+    )
 
 
 def encode_frame(frame: Frame) -> str:

@@ -103,7 +103,7 @@ async def _answer(run: TurnRun, svc: Services, start: int | None = 0) -> Respons
             else None
         )
         return sse_response(
-            _frames(run.events(), start or 0),
+            _frames(run.events(plain_text=True), start or 0),
             recorder,
             ended=lambda: run.state.status != AWAITING_INPUT,  # a paused turn's stream goes on
         )
