@@ -840,6 +840,7 @@ def test_a_runs_start_and_step_start_frames_are_their_chunks_as_pydantic_writes_
 
 def test_a_responses_text_deltas_frame_is_its_event_as_pydantic_writes_it():
     from agents_core.api.responses.events import OutputTextDelta
+    from agents_core.engine.responses.output import PlainTextDelta
     from agents_core.services.streams import response_frame
 
     rng = random.Random(12)
@@ -856,6 +857,9 @@ def test_a_responses_text_deltas_frame_is_its_event_as_pydantic_writes_it():
         frame = response_frame(event)
         assert (frame.seq, frame.event) == (n, "response.output_text.delta")
         assert frame.data == event.model_dump_json(), delta
+        # A streamed response's own delta (ResponseRun.events(plain_text=True)).
+        plain = PlainTextDelta(**event.model_dump(exclude={"type", "logprobs"}))
+        assert response_frame(plain) == frame, delta
     with_logprobs = event.model_copy(update={"logprobs": [{"token": "a", "logprob": -0.5}]})
     assert response_frame(with_logprobs).data == with_logprobs.model_dump_json()
 

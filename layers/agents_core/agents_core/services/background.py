@@ -175,7 +175,7 @@ class BackgroundWorker:
         run.output.number_after(last)
         recorder = streams.recorder(tenant, key)
         try:
-            async for event in run.events():
+            async for event in run.events(plain_text=True):
                 recorder.add(response_frame(event))
         finally:
             await recorder.close(final=not run.suspended and not control.lost)

@@ -55,7 +55,7 @@ async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc
         recorder = (
             svc.streams.recorder(tenant, StreamKey.response(run.response.id)) if run.store else None
         )
-        return sse_response(_frames(run.events()), recorder)
+        return sse_response(_frames(run.events(plain_text=True)), recorder)
     return json_response(await run.result())  # RunFailed: the error handler answers
 
 

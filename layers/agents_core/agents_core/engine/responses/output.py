@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from ...api.responses import (
     ContentPartAdded,
@@ -62,6 +62,21 @@ from ..shields import BLOCKED_MESSAGE
 from .tools import ServerCall
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PlainTextDelta:
+    """A `response.output_text.delta` event as `ResponseRun.events(plain_text=True)` yields it:
+    its fields as plain values, for an SSE writer (`services.streams.response_frame`), not an
+    OutputTextDelta validated by pydantic, which cost a sixth of a delta's CPU."""
+
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+    type: ClassVar[str] = "response.output_text.delta"
+    logprobs: ClassVar[tuple[()]] = ()
+
+
 class OutputWriter:
     """The output items of one response and its numbered stream events.
 
@@ -89,6 +104,8 @@ class OutputWriter:
         self._messages = messages
         self._file_search = file_search
         self._sequence = 0
+        #: A text delta as a PlainTextDelta (`ResponseRun.events(plain_text=True)`).
+        self.plain_text = False
         self._items: dict[str, Any] = {}  # call id -> its output item
         self._text: OpenAIResponseMessage | None = None  # the message item being written
         self._reply_message: OpenAIResponseMessage | None = None  # the current reply's text
@@ -263,15 +280,16 @@ class OutputWriter:
         if text:
             yield self._text_delta(text)
 
-    def _text_delta(self, text: str) -> StreamEvent:
+    def _text_delta(self, text: str) -> StreamEvent | PlainTextDelta:
         assert self._text is not None
-        event = self.event(
-            OutputTextDelta,
-            item_id=self._text.id,
-            output_index=self.index(self._text),
-            content_index=0,
-            delta=text,
-        )
+        fields = {"item_id": self._text.id, "output_index": self.index(self._text)}
+        if self.plain_text:
+            event: StreamEvent | PlainTextDelta = PlainTextDelta(
+                self._sequence, **fields, content_index=0, delta=text
+            )
+            self._sequence += 1
+        else:
+            event = self.event(OutputTextDelta, **fields, content_index=0, delta=text)
         self._text.content[0].text += text
         return event
 

@@ -177,7 +177,10 @@ class ResponseRun:
         assert final is not None
         return final.response
 
-    async def events(self) -> AsyncIterator[StreamEvent]:
+    async def events(self, *, plain_text: bool = False) -> AsyncIterator[StreamEvent]:
+        """The response's stream events. `plain_text`: a text delta comes as a PlainTextDelta,
+        what an SSE writer needs, not a validated OutputTextDelta (`OutputWriter`)."""
+        self.output.plain_text = plain_text
         if self.store and self.control is None:  # readable while it runs
             await self._begin()
         if not self.resumed:
