@@ -127,7 +127,7 @@ class TurnRun:
         """The turn's stream: turn_start, steps, then turn_complete / turn_awaiting_input, or a
         RunFailed as the last item. `plain_text`: a text delta comes as the loop's TextDelta
         (its step id and text), what an SSE writer needs (`services.streams.turn_frame`), not
-        as a chunk validated into its four models, which cost a quarter of a delta's CPU."""
+        as a chunk validated into its four models, a fifth of a delta's instructions."""
         async for item in self._items(plain_text):
             self._yielded += 1
             yield item

@@ -41,7 +41,7 @@ from ..server_tools import ToolRuntime
 from ..storage import ResponseStorage
 from ..trace import RunTrace, SpanExporter
 from .mcp import answer_approval, list_tools
-from .output import OutputWriter
+from .output import OutputWriter, PlainTextDelta
 from .tools import Approval, McpServer, ServerCall
 
 
@@ -177,7 +177,9 @@ class ResponseRun:
         assert final is not None
         return final.response
 
-    async def events(self, *, plain_text: bool = False) -> AsyncIterator[StreamEvent]:
+    async def events(
+        self, *, plain_text: bool = False
+    ) -> AsyncIterator[StreamEvent | PlainTextDelta]:
         """The response's stream events. `plain_text`: a text delta comes as a PlainTextDelta,
         what an SSE writer needs, not a validated OutputTextDelta (`OutputWriter`)."""
         self.output.plain_text = plain_text
