@@ -424,6 +424,7 @@ def function_env(
     and the other clients)."""
     use_in_process(aws_endpoint, model_url)
     env = {k: v for k, v in os.environ.items() if k not in CERTIFICATE_VARIABLES}
+    env.pop("POWERTOOLS_METRICS_DISABLED", None)  # on in Lambda: each run writes its count
     env["AWS_LAMBDA_INITIALIZATION_TYPE"] = "on-demand"
     env["LAYER_PYTHON_DIR"] = str(layer)
     if bundle is not None:

@@ -67,9 +67,11 @@ def built_layer(root: Path = ROOT) -> Path:
 
 
 def use_in_process(aws_endpoint: str, model_url: str) -> None:
-    """Point this process's app at the peers, as `make run` would be pointed at them."""
+    """Point this process's app at the peers, as `make run` would be pointed at them (its
+    metrics off, as `make run` has them)."""
     os.environ.update(
         OPENAI_BASE_URL=model_url,
+        POWERTOOLS_METRICS_DISABLED="true",
         AWS_ENDPOINT_URL=aws_endpoint,
         AWS_ACCESS_KEY_ID="bench",
         AWS_SECRET_ACCESS_KEY="bench",
