@@ -338,6 +338,7 @@ class MemoryResponseStorage:
         context: list[dict[str, Any]],
         conversation: ConversationAppend | None = None,
         trace: list[dict[str, Any]] | None = None,
+        stream_end: Any = None,  # a DynamoDB stream log's write: not landed here
     ) -> None:
         body = _json(response)
         self.traces[(tenant, response.id)] = copy.deepcopy(trace or [])

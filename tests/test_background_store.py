@@ -46,15 +46,21 @@ def items_under(dynamodb, response_id: str, prefix: str) -> list[str]:
 
 def test_a_running_response_reads_in_progress_and_failed_once_its_lease_passed(services):
     store = services.responses
+
+    def listed() -> list[str]:
+        found, _ = store.list(TENANT, after=None, limit=10, model=None, descending=True)
+        return [r.id for r in found]
+
     store.begin(TENANT, response("resp_live"), time.time() + 60)
     store.begin(TENANT, response("resp_dead"), time.time() - 1)
     assert store.get(TENANT, "resp_live").status == "in_progress"
     dead = store.get(TENANT, "resp_dead")
     assert dead.status == "failed" and "process ended" in dead.error.message
+    assert listed() == []  # listed once ended: a running head in the indexes costs 3 WRU, not 1
     ended = response("resp_live", status="completed")
     store.save(TENANT, ended, [{"role": "user", "content": "Hi"}])
     assert store.get(TENANT, "resp_live").status == "completed"
-    assert [r.id for r in store.list(TENANT, after=None, limit=10, model=None, descending=True)[0]]
+    assert listed() == ["resp_live"]
 
 
 def queued(responses, response_id: str = "resp_bg", state: dict | None = None, **fields):

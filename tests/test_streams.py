@@ -29,6 +29,7 @@ from agents_core.store.items import item_size
 from agents_core.store.schema import TTL_ATTRIBUTE
 from agents_core.store.stream_events import StreamEventStore, _pack, _unpack
 from agents_core.store.table import Table, key
+from botocore.exceptions import ClientError
 
 from .conftest import TABLE, agent_config, error_message
 from .lambda_support import ROOT
@@ -527,6 +528,156 @@ def test_a_streamed_response_is_recorded_and_deleted_with_it_and_an_unstored_one
     assert event_items(dynamodb, keys.response_pk("default", unstored)) == []
     rejoin = app.get(f"/v1/openai/v1/responses/{unstored}?stream=true")
     assert rejoin.status_code == 404
+
+
+class Watched:
+    """A DynamoDB client that keeps each request's operation and parameters; `fail_transaction`
+    makes its next TransactWriteItems raise that error instead."""
+
+    def __init__(self, client) -> None:
+        self.client, self.calls, self.fail_transaction = client, [], None
+
+    def __getattr__(self, name: str):
+        method = getattr(self.client, name)
+
+        def call(**params):
+            self.calls.append((name, params))
+            if name == "transact_write_items" and self.fail_transaction is not None:
+                error, self.fail_transaction = self.fail_transaction, None
+                raise error
+            return method(**params)
+
+        return call
+
+    def event_writes(self) -> list[tuple[str, dict]]:
+        """(operation, item) of each write of a stream log's item."""
+        found = []
+        for name, params in self.calls:
+            if name == "put_item":
+                found.append((name, params["Item"]))
+            for action in params.get("TransactItems", []):
+                if "Put" in action:
+                    found.append((name, action["Put"]["Item"]))
+        return [(name, item) for name, item in found if item["SK"]["S"].startswith("EVENT#")]
+
+
+@pytest.fixture
+def watched(dynamodb):
+    """(a TestClient of the responses routes over a Watched client, that client)."""
+    from agents_core.web.app import create_app
+    from agents_core.web.responses import router
+    from fastapi.testclient import TestClient
+
+    client = Watched(dynamodb)
+    services = Services(Settings(table_name=TABLE, **FAST), dynamodb=client)
+    app = TestClient(create_app(router, services=services), raise_server_exceptions=False)
+    return app, client
+
+
+def streamed_and_rejoined(app) -> tuple[list[dict], list[dict]]:
+    """A streamed response's events as sent, and as a client rejoining it from the start reads
+    them from the log."""
+    body = {"model": "offline", "input": "hi", "stream": True}
+    with app.stream("POST", "/v1/openai/v1/responses", json=body) as resp:
+        live = sse_events(resp.iter_lines())
+    response_id = json.loads(live[0]["data"])["response"]["id"]
+    with app.stream("GET", f"/v1/openai/v1/responses/{response_id}?stream=true") as resp:
+        return live, sse_events(resp.iter_lines())
+
+
+def test_a_responses_last_events_are_stored_in_the_same_transaction_as_its_end(watched):
+    """A short stream's log is one item, written with the response's end: no write of its own,
+    and a client that rejoins reads every event as it was sent, the end included."""
+    app, client = watched
+    live, rejoined = streamed_and_rejoined(app)
+    assert live[-1]["event"] == "response.completed"
+    assert rejoined == live
+    writes = client.event_writes()
+    assert [name for name, _ in writes] == ["transact_write_items"]
+    ((_, item),) = writes
+    assert item["final"] == {"BOOL": True}
+    (end,) = [p for name, p in client.calls if name == "transact_write_items"]
+    heads = [a["Put"]["Item"]["SK"]["S"] for a in end["TransactItems"]]
+    assert heads[:2] == [keys.RESPONSE, keys.CONTEXT]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "Transact"),
+        RuntimeError("the store broke"),
+    ],
+    ids=["storage unavailable", "unexpected"],
+)
+def test_an_end_that_could_not_be_stored_is_logged_as_the_failure_it_became(watched, error):
+    """When the end's transaction fails, its stream's end fails with it: the log is written
+    after, and holds the response.failed the client was sent, numbered on without a gap."""
+    app, client = watched
+    client.fail_transaction = error
+    live, rejoined = streamed_and_rejoined(app)
+    assert live[-1]["event"] == "response.failed"
+    assert [int(e["id"]) for e in live] == list(range(len(live)))
+    assert rejoined == live
+    assert "put_item" in [name for name, _ in client.event_writes()]
+
+
+def test_a_stream_end_waits_for_a_write_under_way_and_none_starts_after(dynamodb):
+    """`end_with` stops the background writer after the write it is making (awaited, as an AWS
+    request is); once the end landed, `close` writes nothing more, and a follower reads every
+    frame once, in order."""
+    from agents_core import blocking
+
+    log = log_of(dynamodb, stream_flush_seconds=0.01)
+    stream = StreamKey.response("resp_tail")
+    landed: list[int] = []
+
+    class Slow(StreamEventStore):
+        def write(self, items):
+            blocking.wait(asyncio.sleep(0.05))  # the request's round trip
+            landed.append(len(items))
+            return super().write(items)
+
+    log.store = Slow(dynamodb, TABLE, retention_seconds=60)
+
+    async def run() -> None:
+        recorder = log.recorder(TENANT, stream)
+        for frame in frames(0, 5):
+            recorder.add(frame)
+        await asyncio.sleep(0.03)  # the background writer is writing these
+        assert landed == []
+        for frame in frames(5, 3):
+            recorder.add(frame)
+        end = frames(8, 1)[0]
+        tail = await recorder.end_with(end)
+        assert landed == [1] and tail is not None and len(tail.items) == 1
+        recorder.add(frames(9, 1)[0])  # no write starts after
+        await asyncio.sleep(0.05)
+        assert landed == [1]
+        Table(dynamodb, TABLE).client.put_item(TableName=TABLE, Item=tail.items[0])
+        tail.landed = True
+        recorder.add(end)  # sent after it is stored, as the run's end is
+        await recorder.close()
+        assert landed == [1]
+
+    asyncio.run(run())
+    assert [f.seq for f in asyncio.run(collect(log, stream))] == list(range(9))
+
+
+def test_a_stream_end_that_never_landed_is_written_by_close_with_what_came_after(dynamodb):
+    log = log_of(dynamodb, stream_flush_seconds=5)
+    stream = StreamKey.response("resp_tail_lost")
+
+    async def run() -> None:
+        recorder = log.recorder(TENANT, stream)
+        for frame in frames(0, 3):
+            recorder.add(frame)
+        assert await recorder.end_with(frames(3, 1)[0]) is not None
+        recorder.add(frames(3, 1, size=5)[0])  # the end it came to instead
+        await recorder.close()
+
+    asyncio.run(run())
+    followed = asyncio.run(collect(log, stream))
+    assert [f.seq for f in followed] == [0, 1, 2, 3] and followed[-1] == frames(3, 1, size=5)[0]
 
 
 def test_rejoining_a_response_that_was_not_streamed_or_with_a_bad_last_event_id_is_a_400(app):

@@ -119,11 +119,15 @@ class ResponseStorage(Protocol):
         context: list[StoredMessage],
         conversation: ConversationAppend | None = None,
         trace: list[dict[str, Any]] | None = None,
+        stream_end: Any = None,
     ) -> None:
         """Store the response, with `trace` (its runs' spans, stored form) when given; with
         `conversation`, append its items to that conversation in the same write: Conflict when
         the conversation changed since its context was read, NotFound when it is gone, TooLarge
-        for more items than one write takes. Nothing is stored then."""
+        for more items than one write takes. Nothing is stored then. `stream_end`: what
+        `ResponseRun.events(end_with=...)` was handed for the end event (a recorded stream's
+        last write), made in the same write and marked `landed` when it is; a storage that
+        cannot leaves it unmarked, and its recorder writes it."""
         ...
 
     async def conversation_context(

@@ -36,7 +36,13 @@ from ..errors import RunFailed
 from ..log import logger
 from ..settings import Settings
 from ..store import keys
-from ..store.stream_events import ITEM_PAYLOAD_BYTES, Frame, StreamEventStore, Where
+from ..store.stream_events import (
+    ITEM_PAYLOAD_BYTES,
+    Frame,
+    StreamEnd,
+    StreamEventStore,
+    Where,
+)
 
 __all__ = [
     "Frame",
@@ -236,6 +242,8 @@ class StreamRecorder:
         self._closing = False
         self._final = True
         self._then: list[Callable[[], None]] = []
+        self._end: StreamEnd | None = None  # the last write, handed to the run's end
+        self._end_seq = -1  # the end's frame
         self.writes = 0  # requests made (for the benchmark and tests)
 
     def add(self, frame: Frame) -> None:
@@ -252,13 +260,41 @@ class StreamRecorder:
             self._wake.set()
             self._oldest = -self._flush_seconds  # due now
             self._start()
-        elif self._task is None and self._due is None:
+        elif self._task is None and self._due is None and self._end is None:
             self._due = asyncio.get_running_loop().call_later(self._flush_seconds, self._start)
 
     def _start(self) -> None:
         self._due = None
-        if self._task is None and not self._closing:
+        if self._task is None and not self._closing and self._end is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def end_with(self, frame: Frame) -> StreamEnd | None:
+        """The stream's last write, ending with `frame` (the run's end event, about to be
+        stored), for the run's end to make in its own transaction: one request fewer, and a
+        round trip less before the client's stream ends. None when it would take more than one
+        item (`close` writes as usual). A write under way lands first (a reader must never see
+        an item before those sorting ahead of it); none starts after. Once the end `landed`,
+        `close` writes nothing (the frame, added as it is sent, is in it); else it writes the
+        frames as it would have."""
+        if self._closing or self._end is not None:
+            return None
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+        self._end = StreamEnd([])
+        if self._task is not None:  # stopped after any write under way, with no last flush
+            self._wake.set()
+            await self._task
+            self._task = None
+        try:
+            items = self._store.items(self._where, [*self._buffer, frame], final=True)
+        except Exception:
+            logger.exception("stream's end not packed", extra={"seq": frame.seq})
+            return None
+        if len(items) != 1:
+            return None
+        self._end.items, self._end_seq = items, frame.seq
+        return self._end
 
     async def close(self, *, final: bool = True, then: list[Callable[[], None]] = ()) -> None:
         """Write what is left; `final` marks the stream ended (False: a run continued in
@@ -271,6 +307,13 @@ class StreamRecorder:
         if self._due is not None:
             self._due.cancel()
             self._due = None
+        if self._end is not None and self._end.landed:  # written with the run's end
+            after = [frame for frame in self._buffer if frame.seq > self._end_seq]
+            if after:
+                logger.warning("frames after a stream's end", extra={"seq": after[0].seq})
+            self._buffer, self._chars = [], 0
+            await self._flush(final=False)  # `then` only
+            return
         if self._task is None:
             await self._flush(final=final)
             return
@@ -279,9 +322,11 @@ class StreamRecorder:
 
     async def _run(self) -> None:
         while not self._closing:
+            if self._end is not None:  # the last write goes with the run's end
+                return
             await self._wake.wait()
             self._wake.clear()
-            while self._buffer and not self._closing:
+            while self._buffer and not self._closing and self._end is None:
                 delay = self._oldest + self._flush_seconds - time.monotonic()
                 if delay <= 0:
                     break
@@ -291,7 +336,7 @@ class StreamRecorder:
                     self._wake.clear()
                 except TimeoutError:
                     break
-            if self._buffer and not self._closing:
+            if self._buffer and not self._closing and self._end is None:
                 await self._flush(final=False)
         await self._flush(final=self._final)
 

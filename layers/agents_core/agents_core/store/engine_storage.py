@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .conversations import ConversationStore
     from .prompts import PromptStore
     from .responses import ResponseStore
+    from .stream_events import StreamEnd
     from .turns import HeldSession, TurnStore
 
 
@@ -160,13 +161,20 @@ class DynamoResponseStorage:
         context: list[Any],
         conversation: ConversationAppend | None = None,
         trace: list[dict[str, Any]] | None = None,
+        stream_end: StreamEnd | None = None,
     ) -> None:
         await self._started_first(tenant, response.id)
         if conversation is None:
-            await blocking.run(self._responses.save, tenant, response, context, trace=trace)
+            await blocking.run(
+                self._responses.save, tenant, response, context, trace=trace, stream_end=stream_end
+            )
             return
-        writes = self._responses.writes(tenant, response, context, trace=trace)
+        writes = self._responses.writes(
+            tenant, response, context, trace=trace, stream_end=stream_end
+        )
         await blocking.run(self._conversations.append, tenant, conversation, writes)
+        if stream_end is not None:
+            stream_end.landed = True
 
     async def conversation_context(
         self, tenant: str, conversation_id: str

@@ -29,6 +29,7 @@ from ..errors import InvalidRequest, NotFound
 from . import keys
 from .items import decode, encode, inline_attrs, json_body
 from .schema import TTL_ATTRIBUTE as TTL
+from .stream_events import StreamEnd
 from .table import Table, condition_failed, expired, key, only_conflicts
 
 RUNNING = ("queued", "in_progress")
@@ -90,8 +91,13 @@ class ResponseStore:
         owner: str | None = None,
         *,
         trace: list[dict[str, Any]] | None = None,
+        stream_end: StreamEnd | None = None,
     ) -> None:
-        parts, heads = self.writes(tenant, response, context, owner, trace=trace)
+        """The response's end in one transaction (its parts written first); with `stream_end`,
+        its stream's last write too."""
+        parts, heads = self.writes(
+            tenant, response, context, owner, trace=trace, stream_end=stream_end
+        )
         if parts:
             self._t.put_all(parts)
         try:
@@ -103,6 +109,8 @@ class ResponseStore:
                     raise CancelledMeanwhile(response.id) from err
                 raise RunGone(response.id) from err
             raise
+        if stream_end is not None:
+            stream_end.landed = True
 
     def writes(
         self,
@@ -112,13 +120,15 @@ class ResponseStore:
         owner: str | None = None,
         *,
         trace: list[dict[str, Any]] | None = None,
+        stream_end: StreamEnd | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(parts to write first, the transaction's actions): a response's records, for `save`
         or for a transaction that also appends to its conversation. With `owner` (a background
         run's end): only while that invocation owns the run, whose RUN record goes. A response
         not stored (`store: false`, kept for polling) has no CONTEXT and is in no index. A run's
         end other than cancelled is stored only if no cancel landed since the run last looked
-        (the head's condition), so a cancel answered `cancelled` stays so."""
+        (the head's condition), so a cancel answered `cancelled` stays so. `stream_end`: its
+        stream's last write, put in the same transaction (its actions last)."""
         pk = keys.response_pk(tenant, response.id)
         extra = self._head_attributes(tenant, response)
         attrs = {"body": json_body(response)}
@@ -151,11 +161,20 @@ class ResponseStore:
                     }
                 }
             )
+        if stream_end is not None:
+            actions += stream_end.actions(self._t.name)
         return parts, actions
 
     def _head_attributes(
-        self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float = 0
+        self,
+        tenant: str,
+        response: OpenAIResponseObjectWithInput,
+        lease_until: float = 0,
+        *,
+        listed: bool = True,
     ) -> dict[str, Any]:
+        """The head's attributes besides its body; `listed`: with its keys in the indexes that
+        list a tenant's responses (each costs a write unit more on every write of the head)."""
         attrs: dict[str, Any] = {"status": {"S": response.status}}
         if lease_until:
             attrs["lease_until"] = {"N": str(int(lease_until))}
@@ -163,6 +182,8 @@ class ResponseStore:
             attrs["background"] = {"BOOL": True}
         if not response.store:  # a background response kept only for polling, then gone
             attrs[TTL] = {"N": str(int(time.time()) + self.unstored_seconds)}
+            return attrs
+        if not listed:
             return attrs
         return attrs | {
             "GSI1PK": {"S": keys.responses_gsi1pk(tenant)},
@@ -181,9 +202,10 @@ class ResponseStore:
         self, tenant: str, response: OpenAIResponseObjectWithInput, lease_until: float
     ) -> ResponseStart:
         """`begin`'s items, made now, written when called (the head only if the response has
-        none yet)."""
+        none yet). A running response is listed once it ends, as it is then written whole:
+        listed from its start, its head would cost 3 write units instead of 1."""
         pk = keys.response_pk(tenant, response.id)
-        attrs = self._head_attributes(tenant, response, lease_until)
+        attrs = self._head_attributes(tenant, response, lease_until, listed=False)
         head, *parts = encode(key(pk, keys.RESPONSE), {"body": json_body(response)}, attrs)
         return ResponseStart(self._t, head, parts)
 

@@ -52,6 +52,21 @@ class Where:
 
 
 @dataclass
+class StreamEnd:
+    """A recorded stream's last write, made in the same transaction as its run's end (a
+    response's records): one request and one round trip fewer than a write after it, and the
+    end stored and logged at once. `landed` is set when that transaction is made; until then
+    the recorder keeps the frames, and writes them itself if it never is."""
+
+    items: list[dict[str, Any]]
+    landed: bool = False
+
+    def actions(self, table_name: str) -> list[dict[str, Any]]:
+        """The items as a transaction's puts."""
+        return [{"Put": {"TableName": table_name, "Item": item}} for item in self.items]
+
+
+@dataclass
 class Page:
     """What a read found after a cursor: whole frames in order, whether the end mark was among
     them, and the cursor to read on from (the low bound of the next read)."""

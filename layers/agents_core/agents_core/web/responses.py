@@ -23,7 +23,7 @@ from ..api.responses import (
 )
 from ..api.traces import Trace
 from ..errors import InvalidRequest, NotFound
-from ..services.streams import Frame, StreamKey, response_frame
+from ..services.streams import Frame, StreamKey, StreamRecorder, response_frame
 from .common import (
     ID_PATTERN,
     LastEventId,
@@ -51,11 +51,11 @@ async def create_response(body: CreateOpenaiResponseRequest, tenant: Tenant, svc
         return json_response(queued)
     run = await svc.responses_engine.start(tenant, body)
     if run.stream:
-        # A response not stored (`store: false`) keeps nothing, its events included.
-        recorder = (
-            svc.streams.recorder(tenant, StreamKey.response(run.response.id)) if run.store else None
-        )
-        return sse_response(_frames(run.events(plain_text=True)), recorder)
+        if not run.store:  # a response not stored (`store: false`) keeps nothing, its events too
+            return sse_response(_frames(run.events(plain_text=True)))
+        recorded = _Recorded(svc.streams.recorder(tenant, StreamKey.response(run.response.id)))
+        events = run.events(plain_text=True, end_with=recorded.end_with)
+        return sse_response(recorded.frames(events), recorded.recorder)
     return json_response(await run.result())  # RunFailed: the error handler answers
 
 
@@ -93,6 +93,26 @@ async def compact_response(
 async def _frames(events: AsyncIterator[Any]) -> AsyncIterator[Frame]:
     async for event in events:
         yield response_frame(event)
+
+
+class _Recorded:
+    """A recorded response's frames, its stream's last write made with the response's end
+    (`StreamRecorder.end_with`): the end event's frame is made once, for that write and for
+    the client."""
+
+    def __init__(self, recorder: StreamRecorder) -> None:
+        self.recorder = recorder
+        self._end: tuple[Any, Frame] | None = None
+
+    async def end_with(self, event: Any) -> Any:
+        frame = response_frame(event)
+        self._end = (event, frame)
+        return await self.recorder.end_with(frame)
+
+    async def frames(self, events: AsyncIterator[Any]) -> AsyncIterator[Frame]:
+        async for event in events:
+            end = self._end
+            yield end[1] if end is not None and end[0] is event else response_frame(event)
 
 
 @router.get("", responses={200: {"model": ListOpenAIResponseObject}})

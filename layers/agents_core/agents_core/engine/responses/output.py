@@ -151,6 +151,12 @@ class OutputWriter:
             event.response_id = self.response.id
         return event
 
+    def withdraw(self, event: StreamEvent) -> None:
+        """Give back the number of `event`, the last numbered, which is never sent (an end
+        whose store failed: the failure's end takes it)."""
+        if event.sequence_number == self._sequence - 1:
+            self._sequence -= 1
+
     def index(self, item: Any) -> int:
         return self.response.output.index(item)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Protocol
 
@@ -165,6 +165,7 @@ class ResponseRun:
         )
         #: Where the run's spans go besides the response (OTLP), if anywhere.
         self.exporter = exporter
+        self._end_with: Callable[[StreamEvent], Awaitable[Any]] | None = None  # see events()
 
     async def result(self) -> OpenAIResponseObject:
         """Run to the end without streaming: the response (completed or incomplete), or
@@ -178,11 +179,18 @@ class ResponseRun:
         return final.response
 
     async def events(
-        self, *, plain_text: bool = False
+        self,
+        *,
+        plain_text: bool = False,
+        end_with: Callable[[StreamEvent], Awaitable[Any]] | None = None,
     ) -> AsyncIterator[StreamEvent | PlainTextDelta]:
         """The response's stream events. `plain_text`: a text delta comes as a PlainTextDelta,
-        what an SSE writer needs, not a validated OutputTextDelta (`OutputWriter`)."""
+        what an SSE writer needs, not a validated OutputTextDelta (`OutputWriter`). `end_with`:
+        asked, for the end event about to be stored, for a write to make with the response's
+        end (its recorded stream's last, `StreamRecorder.end_with`; None for none); the event
+        yielded is that one unless the end came out otherwise (not stored: failed)."""
         self.output.plain_text = plain_text
+        self._end_with = end_with if self.control is None else None
         if self.store and self.control is None:  # readable while it runs
             await self._begin()
         if not self.resumed:
@@ -381,30 +389,37 @@ class ResponseRun:
         self.response.error = error
         self.response.completed_at = int(time.time()) if status == "completed" else None
         trace = self.trace.end("error" if status == "failed" else None)  # exported if not stored
+        kind = _END_EVENTS.get(status, ResponseFailed)
+        end = self.output.event(kind, response=self.output.public())
         if self.store or self.control is not None:  # a background response is kept to be polled
+            stream_end = await self._end_with(end) if self._end_with is not None else None
             try:
-                await self._save(trace)
+                await self._save(trace, stream_end)
             except RunLost:
                 raise
             except Exception as err:
                 if status_of(err) not in (409, 404, 413, 503):
+                    self.output.withdraw(end)
                     raise
                 await self._not_saved(err)
-        status = self.response.status  # a cancel may have won the race to the end
-        kind = {
-            "completed": ResponseCompleted,
-            "incomplete": ResponseIncomplete,
-            "cancelled": ResponseCancelled,
-        }.get(status, ResponseFailed)
-        metrics.count(f"Responses{status.capitalize()}")
-        return self.output.event(kind, response=self.output.public())
+        if self.response.status != status or self.response.error is not error:
+            # not stored (failed, saying why), or a cancel won the race to the end
+            kind = _END_EVENTS.get(self.response.status, ResponseFailed)
+            end = kind(sequence_number=end.sequence_number, response=self.output.public())
+        metrics.count(f"Responses{self.response.status.capitalize()}")
+        return end
 
-    async def _save(self, trace: list[dict[str, Any]]) -> None:
+    async def _save(self, trace: list[dict[str, Any]], stream_end: Any) -> None:
         if self.control is not None:
             await self.control.save(self.response, self._conversation(), self._appended(), trace)
         else:
             await self.storage.save(
-                self.tenant, self.response, self._conversation(), self._appended(), trace
+                self.tenant,
+                self.response,
+                self._conversation(),
+                self._appended(),
+                trace,
+                stream_end=stream_end,
             )
 
     async def _not_saved(self, err: Exception) -> None:
@@ -453,6 +468,13 @@ class ResponseRun:
             self.conversation.conversation_id, self.conversation.version, items
         )
 
+
+#: The event that ends a response, by its status (any other: ResponseFailed).
+_END_EVENTS: dict[str, type[StreamEvent]] = {
+    "completed": ResponseCompleted,
+    "incomplete": ResponseIncomplete,
+    "cancelled": ResponseCancelled,
+}
 
 #: A server tool's span kind, by what its calls are in the output.
 _SPAN_KINDS = {
