@@ -335,6 +335,21 @@ def test_a_small_windowed_stream_is_as_small_as_zlibs_default_and_reads_back_wit
     assert reader.decompress(ours) + reader.flush() == data
 
 
+@pytest.mark.parametrize(("chars", "compressed"), [(300, False), (900, False), (1_000, True)])
+def test_a_record_is_compressed_only_when_its_text_would_take_more_than_one_write_unit(
+    chars, compressed
+):
+    """One write unit either way costs a zlib pass for nothing; past it, compression pays."""
+    key = {"PK": {"S": "T#t#RESPONSE#r"}, "SK": {"S": "RESPONSE"}}
+    body = json.dumps({"text": "lorem ipsum " * 200})[: chars - 2] + '"}'
+    (item,) = encode(key, {"body": body}, {"status": {"S": "in_progress"}})
+    assert ("B" in item["body"]) is compressed
+    assert (item_size({**key, "status": {"S": "in_progress"}, "body": {"S": body}}) > 1024) is (
+        compressed
+    )
+    assert inline_attrs(item) == {"body": body, "status": "in_progress"}
+
+
 def test_a_turn_of_the_cost_benchs_shape_ends_in_an_item_of_one_kilobyte(api, model, dynamodb):
     """bench/cost.py's turn (a 1,000-character answer in 250 deltas, its trace kept) writes its
     end item in a transaction, which bills each kilobyte twice: past 1 KB the turn costs 7.8

@@ -5,11 +5,12 @@ item (its own key, `parts` = N) and N items `{sk}#PART#{i}` holding the attribut
 binary chunks. Parts sort right after their head, so a query returns them together.
 
 A JSON attribute of at least `PACK_CHARS` characters is stored compressed (zlib), as a binary
-value of the same name, when that is smaller: DynamoDB bills writes per kilobyte, and a turn's
-body and history, or a response's context, are JSON that compresses 3 to 10 times. A record of
-several JSON attributes has them compressed together, in one binary attribute `packed`: a
-turn's body and history hold the same messages, its trace the same ids, which one stream
-stores once. Readers go through `decode`, which gives back the texts either way.
+value of the same name, when that is smaller and the item as text would take more than one
+write unit (1 KB): DynamoDB bills writes per kilobyte, and a turn's body and history, or a
+response's context, are JSON that compresses 3 to 10 times. A record of several JSON attributes
+has them compressed together, in one binary attribute `packed`: a turn's body and history hold
+the same messages, its trace the same ids, which one stream stores once. Readers go through
+`decode`, which gives back the texts either way.
 
 A record in parts keeps each long text once (`shared_texts` on its head): a turn's `body` and its
 `history` (the model's view of the same messages) hold the same user message and answer, and a
@@ -36,6 +37,8 @@ PART_BYTES = 350 * 1024
 SHARED_TEXT_CHARS = 16 * 1024
 #: JSON attributes at least this long (together) are stored compressed when that is smaller.
 PACK_CHARS = 256
+#: DynamoDB bills a write per kilobyte begun: an item this small costs one compressed or not.
+WRITE_UNIT_BYTES = 1024
 #: The attribute holding a record's JSON attributes compressed together.
 PACKED = "packed"
 #: zlib matches no farther back than its window less this much (MIN_LOOKAHEAD).
@@ -81,8 +84,14 @@ def _value_size(value: dict[str, Any]) -> int:
 def encode(
     key: dict[str, Any], attrs: dict[str, str], extra: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """Items for one record: `attrs` (JSON strings) inline when they fit, else in parts."""
+    """Items for one record: `attrs` (JSON strings) inline when they fit, else in parts. An
+    item that takes one write unit as text is not compressed: that would cost a zlib pass (some
+    20 us) and save nothing billed."""
     head = {**key, **(extra or {})}
+    if sum(map(len, attrs.values())) < WRITE_UNIT_BYTES:
+        plain = {**head, **{name: {"S": value} for name, value in attrs.items()}}
+        if item_size(plain) <= WRITE_UNIT_BYTES:
+            return [plain]
     inline = {**head, **_stored(attrs)}
     if item_size(inline) <= MAX_ITEM_BYTES:
         return [inline]

@@ -384,7 +384,9 @@ def _pack(frames: list[Frame]) -> bytes:
     by the kilobyte). Each frame is [seq step, event (0: the one before's), length of the prefix
     and of the suffix it shares with the one before's data, the rest, marked]; a Responses
     event's `sequence_number`, its frame's seq, is marked so it does not break the shared
-    prefix. Plain string work, cheap beside the live stream it runs next to."""
+    prefix. Only a frame of the same event as the one before is told by its difference (a
+    Responses stream's other events share little at their ends). Plain string work, cheap
+    beside the live stream it runs next to."""
     packed: list[list[Any]] = []
     seq, event, before = -1, None, ""
     prefix = suffix = 0
@@ -394,12 +396,16 @@ def _pack(frames: list[Frame]) -> bytes:
         marked = _SEQ_MARK not in data and number in data
         if marked:
             data = data.replace(number, _SEQ_FIELD + _SEQ_MARK, 1)
-        shorter = min(len(data), len(before))
-        prefix = _shared_prefix(data, before, shorter, prefix)
-        suffix = _shared_suffix(data, before, shorter - prefix, suffix)
+        if frame.event == event:
+            shorter = min(len(data), len(before))
+            prefix = _shared_prefix(data, before, shorter, prefix)
+            suffix = _shared_suffix(data, before, shorter - prefix, suffix)
+            head, tail = prefix, suffix
+        else:  # another kind of event: its ends differ, and zlib finds what repeats anyway
+            head = tail = 0
         named = 0 if frame.event == event and packed else frame.event
-        rest = data[prefix : len(data) - suffix]
-        packed.append([frame.seq - seq, named, prefix, suffix, rest, int(marked)])
+        rest = data[head : len(data) - tail]
+        packed.append([frame.seq - seq, named, head, tail, rest, int(marked)])
         seq, event, before = frame.seq, frame.event, data
     # pydantic-core's JSON writer: what json.dumps(ensure_ascii=False) writes, in a third of
     # the time, as bytes.
