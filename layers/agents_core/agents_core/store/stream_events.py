@@ -329,6 +329,9 @@ _SEQ_FIELD = '"sequence_number":'
 
 #: How many characters past the frame before's share are compared one by one before halving.
 _STEPS = 8
+#: Frames whose data differ in their first characters are of different kinds (a turn's chunks:
+#: `{"event":{"payload":{"event_type":"step_progress"`), told apart here.
+_ENVELOPE = 48
 
 
 def _shared_prefix(a: str, b: str, limit: int, guess: int = 0) -> int:
@@ -384,9 +387,9 @@ def _pack(frames: list[Frame]) -> bytes:
     by the kilobyte). Each frame is [seq step, event (0: the one before's), length of the prefix
     and of the suffix it shares with the one before's data, the rest, marked]; a Responses
     event's `sequence_number`, its frame's seq, is marked so it does not break the shared
-    prefix. Only a frame of the same event as the one before is told by its difference (a
-    Responses stream's other events share little at their ends). Plain string work, cheap
-    beside the live stream it runs next to."""
+    prefix. Only a frame of the same kind as the one before is told by its difference (the
+    same event, and for a turn's the same `event_type`: others share little at their ends).
+    Plain string work, cheap beside the live stream it runs next to."""
     packed: list[list[Any]] = []
     seq, event, before = -1, None, ""
     prefix = suffix = 0
@@ -396,7 +399,7 @@ def _pack(frames: list[Frame]) -> bytes:
         marked = _SEQ_MARK not in data and number in data
         if marked:
             data = data.replace(number, _SEQ_FIELD + _SEQ_MARK, 1)
-        if frame.event == event:
+        if frame.event == event and data[:_ENVELOPE] == before[:_ENVELOPE]:
             shorter = min(len(data), len(before))
             prefix = _shared_prefix(data, before, shorter, prefix)
             suffix = _shared_suffix(data, before, shorter - prefix, suffix)
