@@ -565,19 +565,20 @@ class Watched:
 def watched(dynamodb):
     """(a TestClient of the responses routes over a Watched client, that client)."""
     from agents_core.web.app import create_app
+    from agents_core.web.conversations import router as conversations
     from agents_core.web.responses import router
     from fastapi.testclient import TestClient
 
     client = Watched(dynamodb)
     services = Services(Settings(table_name=TABLE, **FAST), dynamodb=client)
-    app = TestClient(create_app(router, services=services), raise_server_exceptions=False)
-    return app, client
+    app = create_app(router, conversations, services=services)
+    return TestClient(app, raise_server_exceptions=False), client
 
 
-def streamed_and_rejoined(app) -> tuple[list[dict], list[dict]]:
+def streamed_and_rejoined(app, **fields) -> tuple[list[dict], list[dict]]:
     """A streamed response's events as sent, and as a client rejoining it from the start reads
     them from the log."""
-    body = {"model": "offline", "input": "hi", "stream": True}
+    body = {"model": "offline", "input": "hi", "stream": True, **fields}
     with app.stream("POST", "/v1/openai/v1/responses", json=body) as resp:
         live = sse_events(resp.iter_lines())
     response_id = json.loads(live[0]["data"])["response"]["id"]
@@ -599,6 +600,16 @@ def test_a_responses_last_events_are_stored_in_the_same_transaction_as_its_end(w
     (end,) = [p for name, p in client.calls if name == "transact_write_items"]
     heads = [a["Put"]["Item"]["SK"]["S"] for a in end["TransactItems"]]
     assert heads[:2] == [keys.RESPONSE, keys.CONTEXT]
+
+
+def test_a_response_in_a_conversation_logs_its_end_in_the_conversations_transaction(watched):
+    app, client = watched
+    conversation = app.post("/v1/conversations", json={}).json()["id"]
+    live, rejoined = streamed_and_rejoined(app, conversation=conversation)
+    assert live[-1]["event"] == "response.completed" and rejoined == live
+    assert [name for name, _ in client.event_writes()] == ["transact_write_items"]
+    items = app.get(f"/v1/conversations/{conversation}/items").json()["data"]
+    assert len(items) == 2  # its input and its answer, appended in that transaction
 
 
 @pytest.mark.parametrize(
