@@ -3,12 +3,12 @@
 A stream lives in the partition of what it belongs to (a response's, or its turn's session's),
 under sort keys `EVENT#...` (see `keys.event_sk`): deleting the response or the session deletes
 its events, and no response, session or turn read reaches them. Each item is one write of the
-recorder, holding the frames from its first sequence number on (`frames`: each frame told by
-what differs from the one before, as JSON compressed with zlib, see `_pack`; `last_seq`, the
-highest). A frame too large for an
-item is stored as binary parts `{event_sk}#{n:04d}`, each naming the count (`parts`); the end
-of the stream is `final` on the last item written, or an item of its own at `{prefix}~`. Every
-item expires (`expires_at`) with the stream's retention.
+recorder (a response's last may be a Put in its end's transaction: `StreamEnd`), holding the
+frames from its first sequence number on (`frames`: each frame told by what differs from the
+one before, as JSON compressed with zlib, see `_pack`; `last_seq`, the highest). A frame too
+large for an item is stored as binary parts `{event_sk}#{n:04d}`, each naming the count
+(`parts`); the end of the stream is `final` on the last item written, or an item of its own at
+`{prefix}~`. Every item expires (`expires_at`) with the stream's retention.
 """
 
 from __future__ import annotations
