@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -29,8 +29,10 @@ from ..errors import InvalidRequest, NotFound
 from . import keys
 from .items import decode, encode, inline_attrs, json_body
 from .schema import TTL_ATTRIBUTE as TTL
-from .stream_events import StreamEnd
 from .table import Table, condition_failed, expired, key, only_conflicts
+
+if TYPE_CHECKING:  # a background function's init loads no stream log
+    from .stream_events import StreamEnd
 
 RUNNING = ("queued", "in_progress")
 #: What a response whose process ended before its end was written reads as.
