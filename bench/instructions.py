@@ -9,8 +9,10 @@ to run (within about 0.3% here), so a change of 1% shows. They leave out what th
 `bench/cpu_profile.py`'s CPU, not instead. `--compare DIR` counts another checkout (its
 functions/ and layers/) in the same run, over the same peers.
 
-Also each function's init: a fresh interpreter importing its app.py (which builds its services
-and, as in Lambda, primes them), counted whole; on this machine's CPU a billion instructions
+Also each function's init: a fresh interpreter importing its app.py from the layer as built
+(`peers.built_layer`, as `lambda_share.py` runs it: what the build prunes or adds, such as the
+directory of certificates, is as deployed), which builds its services and, as in Lambda, primes
+them, counted whole; on this machine's CPU a billion instructions
 of an init take about 0.35 s of CPU (the turns function's 2.5 billion, 0.9 s). `--no-init` leaves it out (each takes about 40 s under valgrind).
 
     .venv/bin/python bench/instructions.py [--runs 20] [--compare /tmp/old] [--no-init]
@@ -31,7 +33,7 @@ from pathlib import Path
 
 from cpu_profile import ROOT, Bench, Meter
 from lambda_share import CERTIFICATE_VARIABLES
-from peers import compile_bytecode, moto_and_model
+from peers import built_layer, compile_bytecode, moto_and_model
 
 FUNCTIONS = ("turns", "responses", "resume")
 LABELS = ("streamed turn (one session)", "streamed response", "resume (one session)")
@@ -64,8 +66,10 @@ def main() -> None:
         if args.init:
             for root in roots:
                 compile_bytecode(root)  # as the layer ships it
-            print("millions of instructions of an init (importing app.py, primed as in Lambda)")
-            inits = {root: init_counts(root, Path(out)) for root in roots}
+            layers = {root: built_layer(root) for root in roots}
+            print("millions of instructions of an init (importing app.py from the built layer,")
+            print("primed as in Lambda)")
+            inits = {root: init_counts(root, layers[root], Path(out)) for root in roots}
             for name in FUNCTIONS:
                 each = "  ".join(f"{inits[root][name] / 1e6:8.0f}" for root in roots)
                 print(f"  {name:<30} {each}   ({', '.join(map(str, roots))})")
@@ -108,14 +112,14 @@ def count(
     return counts
 
 
-def init_counts(root: Path, out: Path) -> dict[str, int]:
+def init_counts(root: Path, layer: Path, out: Path) -> dict[str, int]:
     """Instructions of each function's init on `root`, two counted at once: a fresh
     interpreter importing its app.py as an on-demand Lambda init would (primed), with the
     certificates Lambda gives it (certifi's)."""
     env = {k: v for k, v in os.environ.items() if k not in CERTIFICATE_VARIABLES}
     env.update(
         AWS_LAMBDA_INITIALIZATION_TYPE="on-demand",
-        PYTHONPATH=str(root / "layers" / "agents_core"),
+        PYTHONPATH=str(layer),
         AWS_DEFAULT_REGION="us-east-1",
         AWS_ACCESS_KEY_ID="bench",
         AWS_SECRET_ACCESS_KEY="bench",

@@ -420,15 +420,17 @@ def function_env(
 ) -> dict[str, str]:
     """The environment the functions run with here, their AWS made ready; their init is an
     on-demand one's (primed, as in Lambda), their layer `layer` (built, as deployed), and their
-    certificates certifi's, as in Lambda (`bundle`: the TLS fronts' instead, for both botocore
-    and the other clients)."""
+    certificates the layer's directory of certifi's bundle, as in Lambda (`bundle`: the TLS
+    fronts' CA with it, added to that directory)."""
     use_in_process(aws_endpoint, model_url)
     env = {k: v for k, v in os.environ.items() if k not in CERTIFICATE_VARIABLES}
     env.pop("POWERTOOLS_METRICS_DISABLED", None)  # on in Lambda: each run writes its count
     env["AWS_LAMBDA_INITIALIZATION_TYPE"] = "on-demand"
     env["LAYER_PYTHON_DIR"] = str(layer)
     if bundle is not None:
-        env.update(AWS_CA_BUNDLE=str(bundle), SSL_CERT_FILE=str(bundle))
+        import certificate_directory  # beside build_layer, which built_layer loaded
+
+        certificate_directory.write(bundle, layer / "agents_core" / "certificates")
     prepare_aws(env)
     return env
 

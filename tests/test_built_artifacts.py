@@ -696,6 +696,53 @@ def test_a_built_function_s_init_leaves_out_what_none_of_its_requests_use(
     assert bool(loaded) is responses_models
 
 
+_CERTIFICATES = """
+import json, os, sys
+sys.path[:0] = sys.argv[1:4]
+import app
+import certifi
+from agents_core import aws, http1
+cafile, capath = http1.default_certificates()
+print(json.dumps({
+    "model": [cafile, capath],
+    "aws": list(aws._certificates()),
+    "contexts": http1.tls_context.cache_info().currsize,
+    "loaded": http1.default_tls_context().cert_store_stats()["x509_ca"],
+    "files": len(os.listdir(capath)),
+    "bundle": open(certifi.where()).read().count("-----BEGIN CERTIFICATE-----"),
+}))
+"""
+
+
+def test_a_built_function_verifies_tls_with_the_layers_hashed_directory_of_certifis_bundle(build):
+    """Its primed init makes the one TLS context the model's, the tools' and AWS's clients
+    share, over the directory the layer build wrote (a file per certificate of certifi's
+    bundle), and parses none of them: a handshake reads the root it needs."""
+    built, runtime = build
+    layer = built["AgentsCoreLayer"] / "python"
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", "-c", _CERTIFICATES]
+        + [str(built["TurnsFunction"]), str(layer), str(runtime)],
+        cwd=built["TurnsFunction"],
+        env={
+            **CREDENTIALS,
+            "PATH": "/usr/bin:/bin",
+            "AWS_LAMBDA_FUNCTION_NAME": "TurnsFunction",
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+            "TABLE_NAME": TABLE,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    folder = str(layer / "agents_core" / "certificates")
+    assert found["model"] == found["aws"] == [None, folder]
+    assert found["contexts"] == 1 and found["loaded"] == 0
+    assert found["files"] == found["bundle"] > 100
+
+
 def test_the_layer_carries_the_playground_page_and_nothing_else_of_its_folder_is_served(build):
     built, _ = build
     folder = built["AgentsCoreLayer"] / "python" / "agents_core" / "web" / "playground"

@@ -10,6 +10,7 @@ import json
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -136,5 +137,126 @@ def test_aws_clients_verify_with_the_configured_ca_bundle_as_botocore_does(
         refused = aws.client("dynamodb", attempts=1)
         with pytest.raises((EndpointConnectionError, SSLError)):
             refused.get_item(TableName="t", Key={"PK": {"S": "a"}})
+    finally:
+        http1.tls_context.cache_clear()
+
+
+def _certificate_directory():
+    from .test_built_artifacts import _build_layer_module
+
+    return _build_layer_module().certificate_directory
+
+
+def _crafted_certificates() -> list[bytes]:
+    """Self-signed PEM certificates whose subjects take every turn of OpenSSL's canonical form:
+    case, runs of spaces, string types other than UTF8String, a multi-valued name, non-ASCII
+    text, a name longer than 127 bytes."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.name import _ASN1Type
+    from cryptography.x509.oid import NameOID
+
+    attribute = x509.NameAttribute
+    names = [
+        x509.Name([attribute(NameOID.COMMON_NAME, "  Mixed   CASE\tName  ")]),
+        x509.Name(
+            [
+                attribute(NameOID.COUNTRY_NAME, "DE"),
+                attribute(NameOID.ORGANIZATION_NAME, "Printable  Org", _ASN1Type.PrintableString),
+                attribute(NameOID.COMMON_NAME, "Zürich ÜNÏCODE", _ASN1Type.BMPString),
+            ]
+        ),
+        x509.Name(
+            [
+                x509.RelativeDistinguishedName(
+                    [
+                        attribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "Beta Unit"),
+                        attribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "alfa Unit"),
+                    ]
+                ),
+                x509.RelativeDistinguishedName([attribute(NameOID.COMMON_NAME, "x" * 60)]),
+                x509.RelativeDistinguishedName([attribute(NameOID.LOCALITY_NAME, "Y" * 90)]),
+            ]
+        ),
+    ]
+    now = datetime.datetime.now(datetime.UTC)
+    made = []
+    for name in names:
+        key = ec.generate_private_key(ec.SECP256R1())
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256())
+        )
+        made.append(certificate.public_bytes(serialization.Encoding.PEM))
+    return made
+
+
+def test_a_bundle_laid_out_as_a_hashed_directory_names_each_certificate_as_openssl_does(
+    tmp_path,
+):
+    """certifi's bundle and certificates made for every turn of the canonical form: each file
+    is named as `openssl rehash` names it, and holds the certificate it names."""
+    import shutil
+    import subprocess
+
+    import certifi
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to compare with")
+    directory = _certificate_directory()
+    bundle = Path(certifi.where()).read_bytes() + b"".join(_crafted_certificates())
+    named = directory.hashed_names(bundle)
+    theirs = tmp_path / "rehashed"
+    theirs.mkdir()
+    for index, pem in enumerate(named.values()):
+        (theirs / f"{index}.pem").write_bytes(pem)
+    subprocess.run(["openssl", "rehash", str(theirs)], check=True, capture_output=True)
+    linked = {p.name: p.resolve().name for p in theirs.iterdir() if p.is_symlink()}
+    assert len(named) == bundle.count(b"-----BEGIN CERTIFICATE-----") > 100
+    assert set(linked) == set(named)
+    for name, pem in named.items():
+        assert (theirs / linked[name]).read_bytes() == pem, name
+
+
+def test_a_client_verifies_through_a_hashed_directory_reading_only_the_root_it_needs(
+    https_server, tmp_path
+):
+    """A context over the layer's kind of directory holds no certificate until a handshake asks
+    for one; then the server's CA alone is read, and the call goes through. A directory without
+    that CA refuses the server."""
+    url, ca_file = https_server
+    directory = _certificate_directory()
+    import certifi
+
+    trusting, other = tmp_path / "trusting", tmp_path / "other"
+    for folder in (trusting, other):
+        directory.write(Path(certifi.where()), folder)
+    directory.write(Path(ca_file), trusting)
+
+    async def call(folder: Path) -> int:
+        client = http1.PostClient(
+            url + "/", {}, timeout=5, connect_timeout=5, certificates=(None, str(folder))
+        )
+        answer = await client.post(b"{}", {"Content-Type": "application/json"})
+        answer.close()
+        return answer.status
+
+    http1.tls_context.cache_clear()
+    try:
+        context = http1.tls_context(None, str(trusting))
+        assert context.cert_store_stats()["x509_ca"] == 0
+        assert asyncio.run(call(trusting)) == 200
+        assert context.cert_store_stats()["x509_ca"] == 1
+        with pytest.raises(http1.ConnectFailed):
+            asyncio.run(call(other))
     finally:
         http1.tls_context.cache_clear()

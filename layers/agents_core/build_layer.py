@@ -43,10 +43,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # loaded by its path (tests, benches): its sibling module too
+    sys.path.append(str(HERE))
+import certificate_directory  # noqa: E402
+
 ROOT = HERE.parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 PACKAGE = HERE / "agents_core"
 CACHE = ROOT / "build" / "layer-cache"
+#: certifi's bundle as a hashed directory (certificate_directory), in the layer's agents_core.
+CERTIFICATES = "certificates"
 
 
 @dataclass(frozen=True)
@@ -260,6 +266,9 @@ def build(out: Path, target: Target = LAMBDA) -> Path:
     _prune(site)  # also a cache filled before a rule was added
     shutil.copytree(PACKAGE, site / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
     _leave_out(site, tomllib.loads(PYPROJECT.read_text())["tool"]["serverless-agents"])
+    bundle = site / "certifi" / "cacert.pem"
+    if bundle.is_file():  # what http1.bundled_certificates finds
+        certificate_directory.write(bundle, site / PACKAGE.name / CERTIFICATES)
     if target is LAMBDA:
         _compile(site, f"python{target.python_version}")
     return site

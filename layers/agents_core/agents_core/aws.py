@@ -724,10 +724,10 @@ class _Connections:
         return self._context
 
 
-def _certificates() -> tuple[str, None]:
+def _certificates() -> tuple[str | None, str | None]:
     """Certificates as botocore verifies them, for both of JsonClient's exchanges: the
     configured CA bundle (AWS_CA_BUNDLE, or `ca_bundle` in the config file), else certifi's
-    where installed, else botocore's own."""
+    where installed (as a directory in the layer), else botocore's own."""
     if _plain_environment():
         bundle = os.environ.get("AWS_CA_BUNDLE")
     else:
@@ -735,10 +735,14 @@ def _certificates() -> tuple[str, None]:
     if bundle:
         return bundle, None
     try:
-        from certifi import where
+        import certifi  # noqa: F401
     except ImportError:
         from botocore.httpsession import where
-    return where(), None
+
+        return where(), None
+    from . import http1
+
+    return http1.bundled_certificates()  # the layer's hashed directory of it
 
 
 class _Unreadable(Exception):

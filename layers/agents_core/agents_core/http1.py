@@ -21,6 +21,8 @@ from functools import cache
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+#: The layer's hashed directory of certifi's bundle (`build_layer.CERTIFICATES`).
+CERTIFICATES = "certificates"
 #: Bounds on an answer's head: a line of it, how many header lines, and the whole head.
 _MAX_LINE = 65_536
 _MAX_HEADERS = 100
@@ -480,13 +482,25 @@ class PostClient:
 
 def default_certificates() -> tuple[str | None, str | None]:
     """(CA file, CA directory) as httpx checks certificates: SSL_CERT_FILE or SSL_CERT_DIR when
-    set, else certifi's bundle."""
+    set, else certifi's bundle (`bundled_certificates`)."""
     cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
     if not (cafile or capath):
-        import certifi
-
-        cafile = certifi.where()
+        return bundled_certificates()
     return cafile, capath
+
+
+@cache
+def bundled_certificates() -> tuple[str | None, str | None]:
+    """certifi's bundle: in the layer, as the hashed directory its build writes beside this
+    module (`certificate_directory.py`), which a TLS context reads a root from when a handshake
+    needs it; else the bundle's file, whose certificates a context parses all at once (about
+    40 ms of CPU at a full core)."""
+    folder = os.path.join(os.path.dirname(__file__), CERTIFICATES)
+    if os.path.isdir(folder):
+        return None, folder
+    import certifi
+
+    return certifi.where(), None
 
 
 def default_tls_context() -> Any:
@@ -498,11 +512,11 @@ def default_tls_context() -> Any:
 @cache
 def tls_context(cafile: str | None, capath: str | None = None) -> Any:
     """The client TLS context of a set of trusted certificates, one per process, shared by every
-    connection that checks them: loading certifi's bundle takes about 35 ms of CPU at a full
-    core, 0.3 s at 192 MB's share, and a new container's first run would otherwise load it
-    once per client (DynamoDB, EventBridge, the model). It offers HTTP/1.1 alone (ALPN), as
-    httpx sets it at each connection unless a client asks for HTTP/2: such a client needs a
-    context of its own, or it would offer h2 on this module's connections too."""
+    connection that checks them: loading a bundle file such as certifi's takes about 40 ms of
+    CPU at a full core, 0.3 s at 192 MB's share, and a new container's first run would
+    otherwise load it once per client (DynamoDB, EventBridge, the model). It offers HTTP/1.1
+    alone (ALPN), as httpx sets it at each connection unless a client asks for HTTP/2: such a
+    client needs a context of its own, or it would offer h2 on this module's connections too."""
     import ssl
 
     context = ssl.create_default_context(cafile=cafile, capath=capath)

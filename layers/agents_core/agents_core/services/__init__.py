@@ -50,12 +50,12 @@ class Services:
 
     def prime(self) -> None:
         """In Lambda (`settings.prime_at_init`), build at init what a first request would:
-        every imported API model's deferred schema, the TLS contexts its HTTPS connections
-        verify with (certificates loaded, no connection opened), where an engine was built the
-        lifecycle events' client, and where the model's key is a secret the Secrets Manager
-        client (not the key: a rotated one reaches restored containers). On demand, init runs
-        with a full vCPU and the first request at the memory's share (a 192 MB function's first
-        turn: 0.5-1.5 s less); under SnapStart the snapshot holds it."""
+        every imported API model's deferred schema, the TLS context its HTTPS connections
+        verify with (over the layer's directory of certificates, no connection opened), where
+        an engine was built the lifecycle events' client, and where the model's key is a secret
+        the Secrets Manager client (not the key: a rotated one reaches restored containers). On
+        demand, init runs with a full vCPU and the first request at the memory's share (a 192 MB
+        function's first turn: 0.5-1.5 s less); under SnapStart the snapshot holds it."""
         if not self.settings.prime_at_init:
             return
         from .. import http1
