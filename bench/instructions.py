@@ -9,10 +9,10 @@ to run (within about 0.3% here), so a change of 1% shows. They leave out what th
 `bench/cpu_profile.py`'s CPU, not instead. `--compare DIR` counts another checkout (its
 functions/ and layers/) in the same run, over the same peers.
 
-Also each function's init: a fresh interpreter importing its app.py from the layer as built
-(`peers.built_layer`, as `lambda_share.py` runs it: what the build prunes or adds, such as the
-directory of certificates, is as deployed), which builds its services and, as in Lambda, primes
-them, counted whole; on this machine's CPU a billion instructions
+Also each function's init, as Lambda runs one on demand: run.sh's server, from the layer as
+built (`peers.built_layer`, as `lambda_share.py` runs it: what the build prunes or adds, such
+as the directory of certificates, is as deployed), importing app.py (which builds its services
+and primes them), connecting, until it answers the readiness check, counted whole; on this machine's CPU a billion instructions
 of an init take about 0.35 s of CPU (the turns function's 2.5 billion, 0.9 s). `--no-init` leaves it out (each takes about 40 s under valgrind).
 
     .venv/bin/python bench/instructions.py [--runs 20] [--compare /tmp/old] [--no-init]
@@ -21,8 +21,6 @@ of an init take about 0.35 s of CPU (the turns function's 2.5 billion, 0.9 s). `
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,8 +29,9 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from cpu_profile import ROOT, Bench, Meter
-from lambda_share import CERTIFICATE_VARIABLES
+import httpx
+from cpu_profile import ROOT, Bench, Meter, function_server
+from lambda_share import function_env
 from peers import built_layer, compile_bytecode, moto_and_model
 
 FUNCTIONS = ("turns", "responses", "resume")
@@ -67,9 +66,12 @@ def main() -> None:
             for root in roots:
                 compile_bytecode(root)  # as the layer ships it
             layers = {root: built_layer(root) for root in roots}
-            print("millions of instructions of an init (importing app.py from the built layer,")
-            print("primed as in Lambda)")
-            inits = {root: init_counts(root, layers[root], Path(out)) for root in roots}
+            print("millions of instructions of an init (run.sh's server from the built layer,")
+            print("primed as in Lambda, until it answers the readiness check)")
+            inits = {
+                root: init_counts(root, layers[root], Path(out), aws_endpoint, model_url)
+                for root in roots
+            }
             for name in FUNCTIONS:
                 each = "  ".join(f"{inits[root][name] / 1e6:8.0f}" for root in roots)
                 print(f"  {name:<30} {each}   ({', '.join(map(str, roots))})")
@@ -112,37 +114,25 @@ def count(
     return counts
 
 
-def init_counts(root: Path, layer: Path, out: Path) -> dict[str, int]:
-    """Instructions of each function's init on `root`, two counted at once: a fresh
-    interpreter importing its app.py as an on-demand Lambda init would (primed), with the
-    certificates Lambda gives it (certifi's)."""
-    env = {k: v for k, v in os.environ.items() if k not in CERTIFICATE_VARIABLES}
-    env.update(
-        AWS_LAMBDA_INITIALIZATION_TYPE="on-demand",
-        PYTHONPATH=str(layer),
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_ACCESS_KEY_ID="bench",
-        AWS_SECRET_ACCESS_KEY="bench",
-        POWERTOOLS_METRICS_DISABLED="true",
-        TABLE_NAME="bench",
-    )
-    logs = {name: out / f"init-{root.name}-{name}.log" for name in FUNCTIONS}
+def init_counts(
+    root: Path, layer: Path, out: Path, aws_endpoint: str, model_url: str
+) -> dict[str, int]:
+    """Instructions of each function's init on `root`, as Lambda runs one on demand: run.sh's
+    server started from the built `layer` (importing app.py primes the services; the lifespan
+    connects to AWS and the model) until it answers the Web Adapter's readiness check, GET /.
+    Certificates are the layer's (Lambda sets no variable naming others)."""
+    env = function_env(aws_endpoint, model_url, layer)
     counted = {}
-    for pair in (FUNCTIONS[:2], FUNCTIONS[2:]):
-        running = [
-            subprocess.Popen(
-                ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-                + [f"--log-file={logs[name]}", sys.executable, "-c", "import app"],
-                cwd=root / "functions" / name,
-                env=env,
-            )
-            for name in pair
+    for name in FUNCTIONS:
+        prefix = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}/init-{root.name}-{name}.%p",
+            f"--log-file={out}/init-{root.name}-{name}.log",
         ]
-        for name, process in zip(pair, running, strict=True):
-            if process.wait():
-                raise RuntimeError(f"{name}'s init failed under valgrind: {logs[name]}")
-            found = re.search(r"Collected : (\d+)", logs[name].read_text())
-            counted[name] = int(found.group(1))
+        with function_server(root, name, env, prefix=prefix) as (url, pid):
+            httpx.get(f"{url}/", timeout=60)
+            counted[name] = dumped(out, f"init-{root.name}-{name}", str(pid))
     return counted
 
 
