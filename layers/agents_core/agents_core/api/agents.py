@@ -1,10 +1,8 @@
 """Agents API models: agent config, sessions, turns, steps and the turn stream events."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -139,7 +137,7 @@ class AgentConfigCommon(ApiModel):
     max_infer_iters: int | None = Field(default=10, ge=1)
 
     @model_validator(mode="after")
-    def _fold_deprecated_tool_fields(self) -> AgentConfigCommon:
+    def _fold_deprecated_tool_fields(self) -> Self:
         """The deprecated top-level fields may only repeat `tool_config`, never contradict it."""
         if self.tool_config is not None:
             if self.tool_choice and self.tool_config.tool_choice != self.tool_choice:

@@ -5,8 +5,6 @@ Field names, defaults and discriminators follow the Llama Stack v0.2.14 OpenAPI 
 contract's `additionalProperties: false` says, so a typo in a request is a 400, not a silent no-op.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from enum import StrEnum
 from functools import cache

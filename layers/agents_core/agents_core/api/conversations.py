@@ -3,8 +3,6 @@
 are Responses API items (`api.responses.OpenAIResponseInput`), each with an id.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field

@@ -1,8 +1,6 @@
 """`POST /v1/embeddings` in OpenAI's shape (the openai SDK's `types/embedding_create_params.py`
 and `create_embedding_response.py`)."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

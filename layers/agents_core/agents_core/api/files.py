@@ -1,8 +1,6 @@
 """The Files and Vector stores APIs in OpenAI's shape (the openai SDK's `types/file_object.py`,
 `types/vector_store*.py`, `types/vector_stores/`)."""
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 from pydantic import Field

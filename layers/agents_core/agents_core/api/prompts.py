@@ -1,10 +1,8 @@
 """The Prompts API (OGX's `/v1/prompts`): versioned prompt templates with `{{ variable }}`
 placeholders, and the `prompt` a response is created from."""
 
-from __future__ import annotations
-
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -42,7 +40,7 @@ class _Template(ApiModel):
     variables: list[VariableName] | None = Field(default=None, max_length=64)
 
     @model_validator(mode="after")
-    def _declared(self) -> _Template:
+    def _declared(self) -> Self:
         missing = undeclared(self.prompt, self.variables or [])
         if missing:
             raise ValueError(f"the prompt uses variables it does not declare: {missing}")

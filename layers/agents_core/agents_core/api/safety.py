@@ -5,8 +5,6 @@
            params={"guardrailVersion": "1"})
 """
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Any, Literal
 

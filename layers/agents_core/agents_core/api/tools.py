@@ -5,8 +5,6 @@ A tool group is an MCP server (provider `model-context-protocol`, with `mcp_endp
 built-in group (`builtin::websearch`). Every value that ends up in a DynamoDB key is bounded here.
 """
 
-from __future__ import annotations
-
 import json
 from typing import Any, Literal
 

@@ -2,8 +2,6 @@
 keeps them, named after OpenTelemetry's GenAI conventions. The ids are those the OTLP export
 uses, so a trace found here is the one a collector shows."""
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 from .common import ApiModel

@@ -1,8 +1,6 @@
 """The stream events of a response, as the official `openai` SDK expects them (the contract
 omits `response.in_progress`, `response.content_part.*` and `response.failed`)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import Field

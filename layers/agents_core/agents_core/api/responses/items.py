@@ -1,9 +1,7 @@
 """The items of a response's input and output: messages and their content, tool calls and
 their outputs, MCP listings and approvals, reasoning."""
 
-from __future__ import annotations
-
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
@@ -43,7 +41,7 @@ class OpenAIResponseInputMessageContentFile(ApiModel):
     filename: str | None = Field(default=None, max_length=256)
 
     @model_validator(mode="after")
-    def _one_source(self) -> OpenAIResponseInputMessageContentFile:
+    def _one_source(self) -> Self:
         given = [self.file_data, self.file_url, self.file_id]
         if sum(value is not None for value in given) != 1:
             raise ValueError("an input_file needs exactly one of file_data, file_url, file_id")

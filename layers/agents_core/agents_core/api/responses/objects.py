@@ -1,7 +1,5 @@
 """The response object, its list and delete shapes, and the request that creates one."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
@@ -66,6 +64,16 @@ Metadata = Annotated[
 ]
 
 ServiceTier = Literal["auto", "default", "flex", "scale", "priority"]
+
+
+#: Ids in keys or paths: letters, digits, `_` and `-` (so they cannot inject key separators).
+ID = r"^[A-Za-z0-9_-]{1,128}$"
+
+
+class ConversationReference(ApiModel):
+    """`conversation` as an object: `{"id": "conv_..."}`."""
+
+    id: str = Field(pattern=ID)
 
 
 class OpenAIResponseObject(ApiModel):
@@ -150,16 +158,6 @@ class OpenAIDeleteResponseObject(ApiModel):
     id: str
     object: Literal["response"] = "response"
     deleted: bool = True
-
-
-#: Ids in keys or paths: letters, digits, `_` and `-` (so they cannot inject key separators).
-ID = r"^[A-Za-z0-9_-]{1,128}$"
-
-
-class ConversationReference(ApiModel):
-    """`conversation` as an object: `{"id": "conv_..."}`."""
-
-    id: str = Field(pattern=ID)
 
 
 class StreamOptions(ApiModel):

@@ -1,8 +1,6 @@
 """The tools a request offers the model: web search, file search, functions (alone or grouped in
 a namespace), MCP servers."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
