@@ -122,7 +122,9 @@ uvicorn.run(app.app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning
 
 
 class FunctionProcess:
-    """One function's app in a process of its own, its output in a file (the CloudWatch log)."""
+    """One function's app in a process of its own, its output in a file (the CloudWatch log),
+    importing this checkout's agents_core (the virtualenv's editable install may name
+    another's)."""
 
     def __init__(self, name: str, env: dict[str, str], workdir: Path) -> None:
         self.name = name
@@ -132,7 +134,7 @@ class FunctionProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", LAUNCHER, str(self.port), str(self.calls_file)],
             cwd=ROOT / "functions" / name,
-            env=env,
+            env={**env, "PYTHONPATH": str(ROOT / "layers" / "agents_core")},
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
         )
