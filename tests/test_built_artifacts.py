@@ -672,11 +672,21 @@ def test_a_built_function_s_init_leaves_out_what_none_of_its_requests_use(
     only to ask whether a model is a 1.x one (about 120 ms of an init at a full core); of
     botocore only its exceptions, its clients being made when first needed, which no run is
     (about 0.2 s); the turns and resume functions no Responses API models either."""
-    built, runtime = build
+    built, _ = build
     layer = built["AgentsCoreLayer"] / "python"
     assert (layer / "pydantic").is_dir() and not (layer / "pydantic" / "v1").exists()
+    loaded = after_init(build, logical_id, _LOADED)
+    assert [m for m in loaded if not m.startswith("agents_core")] == []
+    assert bool(loaded) is responses_models
+
+
+def after_init(build, logical_id: str, script: str) -> Any:
+    """What `script` prints last (JSON) in a built function's folder, run as an on-demand init
+    with its layer and the runtime's packages first on sys.path (`sys.argv[1:4]`)."""
+    built, runtime = build
+    layer = built["AgentsCoreLayer"] / "python"
     done = subprocess.run(
-        [sys.executable, "-I", "-S", "-B", "-c", _LOADED]
+        [sys.executable, "-I", "-S", "-B", "-c", script]
         + [str(built[logical_id]), str(layer), str(runtime)],
         cwd=built[logical_id],
         env={
@@ -691,9 +701,7 @@ def test_a_built_function_s_init_leaves_out_what_none_of_its_requests_use(
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    loaded = json.loads(done.stdout.splitlines()[-1])
-    assert [m for m in loaded if not m.startswith("agents_core")] == []
-    assert bool(loaded) is responses_models
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 _CERTIFICATES = """
@@ -718,26 +726,8 @@ def test_a_built_function_verifies_tls_with_the_layers_hashed_directory_of_certi
     """Its primed init makes the one TLS context the model's, the tools' and AWS's clients
     share, over the directory the layer build wrote (a file per certificate of certifi's
     bundle), and parses none of them: a handshake reads the root it needs."""
-    built, runtime = build
-    layer = built["AgentsCoreLayer"] / "python"
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-B", "-c", _CERTIFICATES]
-        + [str(built["TurnsFunction"]), str(layer), str(runtime)],
-        cwd=built["TurnsFunction"],
-        env={
-            **CREDENTIALS,
-            "PATH": "/usr/bin:/bin",
-            "AWS_LAMBDA_FUNCTION_NAME": "TurnsFunction",
-            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
-            "TABLE_NAME": TABLE,
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.splitlines()[-1])
-    folder = str(layer / "agents_core" / "certificates")
+    found = after_init(build, "TurnsFunction", _CERTIFICATES)
+    folder = str(build[0]["AgentsCoreLayer"] / "python" / "agents_core" / "certificates")
     assert found["model"] == found["aws"] == [None, folder]
     assert found["contexts"] == 1 and found["loaded"] == 0
     assert found["files"] == found["bundle"] > 100
