@@ -680,11 +680,17 @@ def test_a_built_function_s_init_leaves_out_what_none_of_its_requests_use(
     assert bool(loaded) is responses_models
 
 
-def after_init(build, logical_id: str, script: str) -> Any:
+def after_init(build, logical_id: str, script: str, env: dict[str, str] | None = None) -> Any:
     """What `script` prints last (JSON) in a built function's folder, run as an on-demand init
-    with its layer and the runtime's packages first on sys.path (`sys.argv[1:4]`)."""
+    with its layer (if it has one: an empty folder in its place) and the runtime's packages
+    first on sys.path (`sys.argv[1:4]`)."""
     built, runtime = build
-    layer = built["AgentsCoreLayer"] / "python"
+    layers = template()["Resources"][logical_id]["Properties"].get("Layers", [])
+    if any("AgentsCoreLayer" in str(layer) for layer in layers):
+        layer = built["AgentsCoreLayer"] / "python"
+    else:
+        layer = built[logical_id] / ".no-layer"
+        layer.mkdir(exist_ok=True)
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-B", "-c", script]
         + [str(built[logical_id]), str(layer), str(runtime)],
@@ -695,6 +701,7 @@ def after_init(build, logical_id: str, script: str) -> Any:
             "AWS_LAMBDA_FUNCTION_NAME": logical_id,
             "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
             "TABLE_NAME": TABLE,
+            **(env or {}),
         },
         capture_output=True,
         text=True,
@@ -730,6 +737,38 @@ def test_a_built_function_verifies_tls_with_the_layers_hashed_directory_of_certi
     folder = str(build[0]["AgentsCoreLayer"] / "python" / "agents_core" / "certificates")
     assert found["model"] == found["aws"] == [None, folder]
     assert found["contexts"] == 1 and found["loaded"] == 0
+    assert found["files"] == found["bundle"] > 100
+
+
+_AUTHORIZER_CERTIFICATES = """
+import json, os, sys
+sys.path[:0] = sys.argv[1:4]
+import app
+import certifi
+from agents_core import aws, http1
+from agents_core.auth import tokens
+print(json.dumps({
+    "aws": list(aws._certificates()),
+    "jwks": tokens._tls_context() is http1.default_tls_context(),
+    "contexts": http1.tls_context.cache_info().currsize,
+    "loaded": tokens._tls_context().cert_store_stats()["x509_ca"],
+    "files": len(os.listdir(aws._certificates()[1])),
+    "bundle": open(certifi.where()).read().count("-----BEGIN CERTIFICATE-----"),
+}))
+"""
+
+
+def test_the_built_authorizer_verifies_tls_with_its_own_hashed_directory_of_certifis_bundle(
+    build,
+):
+    """The authorizer, built without the layer, carries certifi and its directory too: its
+    primed init (JWTs on) makes one context for its key store's DynamoDB client and the JWKS
+    fetch, and parses no certificate."""
+    jwt = {"JWT_ISSUER": "https://issuer.example", "JWT_AUDIENCE": "app"}
+    found = after_init(build, "AuthorizerFunction", _AUTHORIZER_CERTIFICATES, jwt)
+    folder = str(build[0]["AuthorizerFunction"] / "agents_core" / "certificates")
+    assert found["aws"] == [None, folder]
+    assert found["jwks"] and found["contexts"] == 1 and found["loaded"] == 0
     assert found["files"] == found["bundle"] > 100
 
 

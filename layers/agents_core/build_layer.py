@@ -132,6 +132,7 @@ def build_function(out: Path, function: str, target: Target = LAMBDA) -> Path:
     shutil.copytree(dependencies, out, dirs_exist_ok=True)
     shutil.rmtree(out / PACKAGE.name, ignore_errors=True)
     shutil.copytree(PACKAGE, out / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
+    _write_certificates(out)
     if target is LAMBDA:
         _compile(out, f"python{target.python_version}")
     return out
@@ -266,12 +267,18 @@ def build(out: Path, target: Target = LAMBDA) -> Path:
     _prune(site)  # also a cache filled before a rule was added
     shutil.copytree(PACKAGE, site / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
     _leave_out(site, tomllib.loads(PYPROJECT.read_text())["tool"]["serverless-agents"])
-    bundle = site / "certifi" / "cacert.pem"
-    if bundle.is_file():  # what http1.bundled_certificates finds
-        certificate_directory.write(bundle, site / PACKAGE.name / CERTIFICATES)
+    _write_certificates(site)
     if target is LAMBDA:
         _compile(site, f"python{target.python_version}")
     return site
+
+
+def _write_certificates(site: Path) -> None:
+    """certifi's bundle, where `site` has it, as the hashed directory that
+    http1.bundled_certificates finds beside agents_core's modules."""
+    bundle = site / "certifi" / "cacert.pem"
+    if bundle.is_file():
+        certificate_directory.write(bundle, site / PACKAGE.name / CERTIFICATES)
 
 
 def _refuse_runtime_copies(dependencies: Path, what: str) -> None:
