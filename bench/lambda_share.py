@@ -54,11 +54,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 from cpu_profile import function_server, layer_path, prepare_aws
-from peers import built_layer, compile_bytecode, moto_and_model, use_in_process
+from peers import (
+    built_function,
+    built_layer,
+    compile_bytecode,
+    moto_and_model,
+    use_in_process,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: CFS period of the cgroups (`--period-ms`): a run whose CPU outlasts its period's quota waits
@@ -142,6 +148,7 @@ class Function:
     memory_mb: int
     web_adapter: bool  # Handler run.sh: uvicorn behind the Web Adapter (else app.handler)
     streaming: bool  # ... with AWS_LWA_INVOKE_MODE response_stream
+    layered: bool = True  # with the AgentsCoreLayer (else its own build: the authorizer)
 
     @property
     def share(self) -> float:
@@ -160,7 +167,8 @@ def template_functions() -> list[Function]:
         adapter = re.search(r"\n      Handler: (\S+)", block).group(1) == "run.sh"
         mode = re.search(r"\n\s+AWS_LWA_INVOKE_MODE: (\S+)", block)
         streaming = adapter and mode is not None and mode.group(1) == "response_stream"
-        found.append(Function(name, ROOT / code, memory[name], adapter, streaming))
+        layered = "!Ref AgentsCoreLayer" in block
+        found.append(Function(name, ROOT / code, memory[name], adapter, streaming, layered))
     return sorted(found, key=lambda f: f.name)
 
 
@@ -214,6 +222,7 @@ def cold_init(function: Function, env: dict[str, str], group: Path | None) -> fl
     """Seconds from a fresh process to the function ready to serve, as Lambda's init."""
     import httpx
 
+    path = layer_path(ROOT, env) if function.layered else str(own_build(function))
     start = time.perf_counter()
     if function.web_adapter:
         with function_server(ROOT, function.code.name, env, joining(group)) as (url, _):
@@ -222,11 +231,17 @@ def cold_init(function: Function, env: dict[str, str], group: Path | None) -> fl
     subprocess.run(
         [sys.executable, "-c", "import app"],
         cwd=function.code,
-        env={**env, "PYTHONPATH": layer_path(ROOT, env)},
+        env={**env, "PYTHONPATH": path},
         check=True,
         preexec_fn=joining(group),
     )
     return time.perf_counter() - start
+
+
+@cache
+def own_build(function: Function) -> Path:
+    """The build of a function without the layer, as Lambda runs it (built once a run)."""
+    return built_function(function.code.name)
 
 
 def timed_stream(http, url: str, body: dict, marker: str) -> tuple[float, float]:

@@ -10,6 +10,7 @@ AWS and a model server would be: they share no interpreter lock with what is mea
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -55,15 +56,32 @@ def built_layer(root: Path = ROOT) -> Path:
     its install cached under build/layer-cache), with its bytecode: its `python/` folder, what
     Lambda mounts at /opt/python. It leaves out what the layer prunes (pydantic's 1.x copy,
     Powertools' event handler, ...), which a checkout's virtualenv still has."""
+    module = _build_layer_module(root)
+    site = module.build(root / "build" / "bench-layer", module.HOST)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(site)], check=True)
+    return site
+
+
+def built_function(name: str, root: Path = ROOT) -> Path:
+    """A function's own build, for one built without the layer (the authorizer: build_layer.py
+    --host --function NAME), with its bytecode: its dependencies and agents_core, what Lambda
+    puts on its path instead of /opt/python."""
+    module = _build_layer_module(root)
+    out = root / "build" / f"bench-{name}"
+    shutil.rmtree(out, ignore_errors=True)
+    module.build_function(out, name, module.HOST)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(out)], check=True)
+    return out
+
+
+def _build_layer_module(root: Path):
     import importlib.util
 
     path = root / "layers" / "agents_core" / "build_layer.py"
     spec = importlib.util.spec_from_file_location("build_layer", path)
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    site = module.build(root / "build" / "bench-layer", module.HOST)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(site)], check=True)
-    return site
+    return module
 
 
 def use_in_process(aws_endpoint: str, model_url: str) -> None:
