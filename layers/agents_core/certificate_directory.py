@@ -61,12 +61,12 @@ def subject_hash(certificate: bytes) -> str:
     fields = list(_children(certificate, tbs))
     if certificate[fields[0][0]] == 0xA0:  # [0] version, when not v1
         fields = fields[1:]
-    start, end = fields[4]  # serial, signature, issuer, validity, subject
-    digest = hashlib.sha1(_canonical_name(certificate, start, end)).digest()
+    subject = fields[4][0]  # serial, signature, issuer, validity, subject
+    digest = hashlib.sha1(_canonical_name(certificate, subject)).digest()
     return f"{int.from_bytes(digest[:4], 'little'):08x}"
 
 
-def _canonical_name(der: bytes, start: int, end: int) -> bytes:
+def _canonical_name(der: bytes, start: int) -> bytes:
     """A Name's canonical encoding (OpenSSL's x509_name_canon): each relative distinguished
     name's SET, its string values as UTF8String, trimmed, ASCII lowercased and inner runs of
     space made one; the outer SEQUENCE's header left out."""

@@ -734,15 +734,14 @@ def _certificates() -> tuple[str | None, str | None]:
         bundle = _session().get_config_variable("ca_bundle")
     if bundle:
         return bundle, None
+    from . import http1
+
     try:
-        import certifi  # noqa: F401
-    except ImportError:
+        return http1.bundled_certificates()  # in the layer, its hashed directory
+    except ImportError:  # no certifi
         from botocore.httpsession import where
 
         return where(), None
-    from . import http1
-
-    return http1.bundled_certificates()  # the layer's hashed directory of it
 
 
 class _Unreadable(Exception):
