@@ -282,12 +282,13 @@ def test_requests_are_signed_as_botocore_signs_them(monkeypatch, token):
         ("https://dynamodb.eu-west-1.amazonaws.com/", "dynamodb.eu-west-1.amazonaws.com"),
         ("http://127.0.0.1:5000/", "127.0.0.1:5000"),
     ):
-        theirs = AWSRequest("POST", url, data=body, headers=dict(target))
-        SigV4Auth(credentials, "dynamodb", "eu-west-1").add_auth(theirs)
         signer = aws._Signer(credentials, host, "eu-west-1", "dynamodb")
-        ours = signer.headers(target, body, stamp=theirs.headers["X-Amz-Date"])
-        assert ours["authorization"] == theirs.headers["Authorization"]
-        assert ours.get("x-amz-security-token") == token
+        for sent in (body, b'{"TableName": "other"}'):  # the second with the day's key kept
+            theirs = AWSRequest("POST", url, data=sent, headers=dict(target))
+            SigV4Auth(credentials, "dynamodb", "eu-west-1").add_auth(theirs)
+            ours = signer.headers(target, sent, stamp=theirs.headers["X-Amz-Date"])
+            assert ours["authorization"] == theirs.headers["Authorization"]
+            assert ours.get("x-amz-security-token") == token
 
 
 def test_in_lambda_the_trace_header_goes_along(clients, monkeypatch):

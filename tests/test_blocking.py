@@ -53,6 +53,53 @@ def test_the_function_sees_its_callers_context():
     assert asyncio.run(main()) == (True, "acme")
 
 
+def test_runs_one_after_another_share_a_greenlet_and_not_their_context():
+    from greenlet import getcurrent
+
+    def seen():
+        blocking.wait(slept(None))
+        before = TENANT.get()
+        TENANT.set("set inside")
+        return getcurrent(), before
+
+    def fails():
+        raise ValueError("refused")
+
+    async def main():
+        TENANT.set("caller's")
+        first, before_first = await blocking.run(seen)
+        with pytest.raises(ValueError, match="refused"):
+            await blocking.run(fails)
+        second, before_second = await blocking.run(seen)
+        return first, second, before_first, before_second, TENANT.get()
+
+    first, second, *contexts = asyncio.run(main())
+    assert first is second  # kept after its function returned, and after one raised
+    assert contexts == ["caller's", "caller's", "caller's"]  # each run a copy of the caller's
+
+
+def test_a_run_cancelled_while_it_waits_raises_in_the_function_and_the_caller():
+    seen = []
+
+    def waits():
+        try:
+            blocking.wait(asyncio.sleep(10))
+        except asyncio.CancelledError:
+            seen.append("cancelled inside")
+            raise
+
+    async def main():
+        task = asyncio.create_task(blocking.run(waits))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await blocking.run(lambda: blocking.wait(slept("runs after")))
+
+    assert asyncio.run(main()) == "runs after"
+    assert seen == ["cancelled inside"]
+
+
 def test_wait_outside_run_is_refused_and_not_bridged():
     assert not blocking.bridged()
     waited = slept(1)

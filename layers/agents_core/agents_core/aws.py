@@ -23,7 +23,6 @@ import re
 import sys
 import threading
 import time
-import uuid
 from functools import cache, partial
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
@@ -367,7 +366,7 @@ class JsonClient:
         else:
             token = self._protocol.idempotent.get(operation)
             if token is not None and token not in params:
-                params[token] = str(uuid.uuid4())
+                params[token] = os.urandom(16).hex()  # botocore: a uuid4, in 3x the CPU
         body = json_text.dumps(params, default=_blob_out)
         request = {
             "url_path": "/",
@@ -531,7 +530,7 @@ class _Signer:
         self._host = host
         self._region = region
         self._service = service
-        self._key: tuple[tuple[str, str], bytes] | None = None
+        self._key: tuple[tuple[str, str], tuple[Any, Any]] | None = None
         self._stamp: tuple[int, str] = (0, "")
 
     def headers(self, headers: dict[str, str], body: bytes, stamp: str = "") -> dict[str, str]:
@@ -557,8 +556,11 @@ class _Signer:
         to_sign = "\n".join(
             ["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()]
         )
-        key = self._signing_key(creds.secret_key, stamp[:8])
-        signature = hmac.digest(key, to_sign.encode(), "sha256").hex()
+        inner, outer = self._signing_key(creds.secret_key, stamp[:8])
+        inner, outer = inner.copy(), outer.copy()
+        inner.update(to_sign.encode())
+        outer.update(inner.digest())
+        signature = outer.hexdigest()
         signed["authorization"] = (
             f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope},"
             f" SignedHeaders={';'.join(names)}, Signature={signature}"
@@ -572,12 +574,18 @@ class _Signer:
             self._stamp = (second, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second)))
         return self._stamp[1]
 
-    def _signing_key(self, secret: str, day: str) -> bytes:
+    def _signing_key(self, secret: str, day: str) -> tuple[Any, Any]:
+        """The day's signing key as HMAC-SHA256's two hashes, each fed its padded key (RFC
+        2104): a signature then copies them, where `hmac.digest` looks up its algorithm and
+        pads the key again each call (20 us against 7 with cold caches, once a request)."""
         if self._key is None or self._key[0] != (secret, day):
             key = f"AWS4{secret}".encode()
             for part in (day, self._region, self._service, "aws4_request"):
                 key = hmac.digest(key, part.encode(), "sha256")
-            self._key = ((secret, day), key)
+            key = key.ljust(64, b"\0")  # SHA-256's block; the key is 32 bytes
+            inner = hashlib.sha256(bytes(b ^ 0x36 for b in key))
+            outer = hashlib.sha256(bytes(b ^ 0x5C for b in key))
+            self._key = ((secret, day), (inner, outer))
         return self._key[1]
 
 
