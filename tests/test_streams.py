@@ -983,8 +983,13 @@ def test_a_text_deltas_frame_is_its_chunk_as_pydantic_writes_it():
 
 def test_a_runs_start_and_step_start_frames_are_their_chunks_as_pydantic_writes_them():
     """turn_frame writes turn_start and step_start chunks itself too: byte for byte the
-    chunk's model_dump_json, whatever the ids hold; a step start with metadata is pydantic's."""
+    chunk's model_dump_json, whatever the ids hold, from the chunk or from what a streamed
+    turn yields for it (TurnRun.events(plain_text=True)); a step start with metadata is
+    pydantic's."""
+    from datetime import UTC, datetime
+
     from agents_core.api.agents import AgentTurnResponseTurnStartPayload
+    from agents_core.engine.loop import ModelCallStarted, TurnStarted
     from agents_core.engine.turn_run import _chunk, _step_start
     from agents_core.services.streams import turn_frame
 
@@ -994,8 +999,11 @@ def test_a_runs_start_and_step_start_frames_are_their_chunks_as_pydantic_writes_
         some_id = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         start = _chunk(AgentTurnResponseTurnStartPayload(turn_id=some_id))
         assert turn_frame(n, start).data == start.model_dump_json(), some_id
+        assert turn_frame(n, TurnStarted(some_id)) == turn_frame(n, start), some_id
         step = _step_start(rng.choice(["inference", "tool_execution", "shield_call"]), some_id)
         assert turn_frame(n, step).data == step.model_dump_json(), some_id
+        called = ModelCallStarted(some_id, datetime.now(UTC))
+        assert turn_frame(n, called) == turn_frame(n, _step_start("inference", some_id))
     step.event.payload.metadata = {"note": 'a "b"'}
     assert turn_frame(1, step).data == step.model_dump_json()
 

@@ -812,13 +812,14 @@ def test_a_long_turn_keeps_its_session_past_its_lease(dynamodb, model):
     with TestClient(app) as api, ThreadPoolExecutor(1) as pool:
         agent_id, session_id = new_session(api)
         url = turn_url(agent_id, session_id)
-        model.reply(text="slow answer", delay=4.5)  # more than two leases
+        model.reply(text="slow answer", delay=6)  # three leases
         slow = pool.submit(api.post, url, json={"messages": [user("slow")]})
         key = {"PK": {"S": keys.session_pk("default", session_id)}, "SK": {"S": keys.SESSION}}
         while "active_turn" not in dynamodb.get_item(TableName=TABLE, Key=key)["Item"]:
             time.sleep(0.05)
-        time.sleep(3)  # past the lease it took
-        assert api.post(url, json={"messages": [user("meanwhile")]}).status_code == 409
+        for _ in range(2):  # past the lease it took, then past a first renewal's
+            time.sleep(2)
+            assert api.post(url, json={"messages": [user("meanwhile")]}).status_code == 409
         done = slow.result()
         assert done.status_code == 200 and done.json()["output_message"]["content"] == "slow answer"
 

@@ -39,6 +39,15 @@ def now() -> datetime:
 # --- neutral events ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class TurnStarted:
+    """Not the loop's: a turn run's first chunk (turn_start) as `TurnRun.events(plain_text=True)`
+    yields it, here with the loop's events it yields so, which an SSE writer reads without the
+    Agents API models (a responses function loads none)."""
+
+    turn_id: str
+
+
 @dataclass
 class ModelCallStarted:
     step_id: str

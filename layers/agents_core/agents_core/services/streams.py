@@ -31,6 +31,7 @@ from typing import Any
 
 from .. import blocking, metrics
 from ..api.common import TextDelta
+from ..engine.loop import ModelCallStarted, TurnStarted
 from ..engine.loop import TextDelta as PlainTextDelta
 from ..errors import RunFailed
 from ..log import logger
@@ -101,28 +102,46 @@ def turn_frame(seq: int, item: Any) -> Frame:
     """A turn's stream item as the frame sent for it: `data: <chunk>`, or at the end Llama
     Stack's `data: {"error": ...}` for a RunFailed; its id is the event's index in the turn's
     stream."""
-    if type(item) is PlainTextDelta:  # TurnRun.events(plain_text=True)'s text delta
+    kind = type(item)
+    # TurnRun.events(plain_text=True)'s own: a text delta, the turn's start, a model call's
+    # step start
+    if kind is PlainTextDelta:
         return _text_progress(seq, "inference", item.step_id, item.text)
+    if kind is TurnStarted:
+        return _turn_start(seq, item.turn_id)
+    if kind is ModelCallStarted:
+        return _step_start(seq, "inference", item.step_id)
     if isinstance(item, RunFailed):
         error = {"message": item.message, "status": item.status, **item.ids}
         return Frame(seq, None, json.dumps({"error": error}))
     payload = item.event.payload
     event_type = payload.event_type
-    if event_type == "turn_start":  # every run's first chunk, and a step's start: as pydantic
-        turn_id = _json_string(payload.turn_id)  # writes them
-        data = f'{{"event":{{"payload":{{"event_type":"turn_start","turn_id":{turn_id}}}}}}}'
-        return Frame(seq, None, data)
+    if event_type == "turn_start":
+        return _turn_start(seq, payload.turn_id)
     if event_type == "step_start" and not payload.metadata:
-        step_type, step_id = _json_string(payload.step_type), _json_string(payload.step_id)
-        return Frame(
-            seq,
-            None,
-            f'{{"event":{{"payload":{{"event_type":"step_start","step_type":{step_type},'
-            f'"step_id":{step_id},"metadata":{{}}}}}}}}',
-        )
+        return _step_start(seq, payload.step_type, payload.step_id)
     if event_type == "step_progress" and type(payload.delta) is TextDelta:
         return _text_progress(seq, payload.step_type, payload.step_id, payload.delta.text)
     return Frame(seq, None, item.model_dump_json())
+
+
+def _turn_start(seq: int, turn_id: str) -> Frame:
+    """Every run's first chunk, as pydantic writes it."""
+    turn_id = _json_string(turn_id)
+    return Frame(
+        seq, None, f'{{"event":{{"payload":{{"event_type":"turn_start","turn_id":{turn_id}}}}}}}'
+    )
+
+
+def _step_start(seq: int, step_type: str, step_id: str) -> Frame:
+    """A step's start without metadata, as pydantic writes it."""
+    step_type, step_id = _json_string(step_type), _json_string(step_id)
+    return Frame(
+        seq,
+        None,
+        f'{{"event":{{"payload":{{"event_type":"step_start","step_type":{step_type},'
+        f'"step_id":{step_id},"metadata":{{}}}}}}}}',
+    )
 
 
 def _text_progress(seq: int, step_type: str, step_id: str, text: str) -> Frame:
