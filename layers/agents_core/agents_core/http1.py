@@ -248,10 +248,10 @@ class _Conn(asyncio.Protocol):
                 return b""
             await self._more(timeout)
 
-    async def head(self, timeout: float) -> list[bytes]:
+    async def head(self, timeout: float) -> list[str]:
         """An answer's status line and header lines, without their line ends, read at once when
-        its blank line has arrived (a line at a time cost an await each); [] where the stream
-        ends before any of it."""
+        its blank line has arrived (a line at a time cost an await each) and decoded at once
+        (Latin-1, as HTTP's header bytes); [] where the stream ends before any of it."""
         while True:
             buffer = self._buffer
             crlf, lf = buffer.find(b"\n\r\n"), buffer.find(b"\n\n")
@@ -262,11 +262,11 @@ class _Conn(asyncio.Protocol):
             else:
                 end = size = -1
             if end >= 0:
-                lines = bytes(buffer[:end]).split(b"\n")
+                lines = buffer[:end].decode("latin-1").split("\n")
                 del buffer[:size]
                 if len(lines) > _MAX_HEADERS + 1 or max(map(len, lines)) > _MAX_LINE:
                     raise Broken("the answer's head passes its bounds")
-                return [line.rstrip(b"\r") for line in lines]
+                return [line.rstrip("\r") for line in lines]
             if len(buffer) >= _MAX_HEAD:
                 raise Broken("the answer's head passes its bounds")
             if self._eof:
@@ -459,7 +459,7 @@ class PostClient:
             if not head and kept:
                 raise _Stale
             while True:
-                status, reason = _status(head[0] if head else b"", conn)
+                status, reason = _status(head[0] if head else "", conn)
                 headers = _headers(head[1:])
                 if status >= 200:
                     return Answer(self, conn, status, reason, headers)
@@ -524,21 +524,22 @@ def tls_context(cafile: str | None, capath: str | None = None) -> Any:
     return context
 
 
-def _status(line: bytes, conn: _Conn) -> tuple[int, str]:
+def _status(line: str, conn: _Conn) -> tuple[int, str]:
     """(status, reason) of an answer's status line."""
     if not line:
         raise Broken("the server closed the connection without answering")
-    version, _, rest = line.partition(b" ")
-    if not version.startswith(b"HTTP/1.") or not rest[:3].isdigit():
+    version, _, rest = line.partition(" ")
+    code = rest[:3]
+    if not version.startswith("HTTP/1.") or not (code.isascii() and code.isdigit()):
         raise Broken(f"not an HTTP/1.x status line: {line[:80]!r}")
-    conn.http11 = version != b"HTTP/1.0"
-    return int(rest[:3]), rest[4:].decode("latin-1")
+    conn.http11 = version != "HTTP/1.0"
+    return int(code), rest[4:]
 
 
-def _headers(lines: list[bytes]) -> dict[str, str]:
+def _headers(lines: list[str]) -> dict[str, str]:
     headers: dict[str, str] = {}
     for line in lines:
-        name, sep, value = line.decode("latin-1").partition(":")
+        name, sep, value = line.partition(":")
         if not sep:
             raise Broken(f"not a header line: {line[:80]!r}")
         headers[name.strip().lower()] = value.strip()
