@@ -47,22 +47,42 @@ def test_sessions_are_kept_apart_by_tenant_and_bounded_in_sessions_and_character
     assert finished._chars * 2 <= finished.max_chars
 
 
-def test_a_finished_message_is_encoded_once_and_one_being_built_at_every_use():
-    encodings: list[str] = []
+def test_a_later_turn_encodes_only_the_messages_its_history_adds(monkeypatch):
+    """The OpenAI-compatible body joins a session's history once: the next turn's history (the
+    same objects, two more) is the join kept, extended; a message being built is encoded at
+    every use, and a history read again (other objects) is encoded whole."""
+    from agents_core.inference import openai_compat
 
-    def encode(message: ChatMessage) -> str:
-        encodings.append(message.content)
-        return json.dumps({"content": message.content})
+    encoded: list[str] = []
+    encode = openai_compat._message_json
 
-    finished = ChatMessage.from_dict({"role": "user", "content": "old"}, finished=True)
-    building = ChatMessage("assistant", "new")
-    for _ in range(3):
-        finished.encoded_once("openai", encode)
-        building.encoded_once("openai", encode)
-    building.content = "newer"  # a message being built may change between uses
-    assert building.encoded_once("openai", encode) == '{"content": "newer"}'
-    finished.encoded_once("bedrock", encode)  # each provider its own encoding
-    assert encodings == ["old", "new", "new", "new", "newer", "old"]
+    def counted(message: ChatMessage) -> str:
+        encoded.append(message.content)
+        return encode(message)
+
+    def expected(messages: list[ChatMessage]) -> str:
+        return ",".join(encode(m) for m in messages)
+
+    monkeypatch.setattr(openai_compat, "_message_json", counted)
+    finished, system = FinishedTurns(), ChatMessage("system", "Be brief.")
+    history = stored_turn(0) + stored_turn(1)
+    first = [system, *finished.messages("t", "s", history), ChatMessage("user", "q 2")]
+    assert openai_compat._messages_json(first) == expected(first)
+    history = history + stored_turn(2)
+    second = [system, *finished.messages("t", "s", history), ChatMessage("user", "q 3")]
+    encoded.clear()
+    assert openai_compat._messages_json(second) == expected(second)
+    assert encoded == ["Be brief.", "q 2", "a 2", "q 3"]
+    assert openai_compat._RUN not in first[4].memo and openai_compat._RUN in second[6].memo
+    encoded.clear()
+    assert openai_compat._messages_json(second) == expected(second)  # another model call
+    assert encoded == ["Be brief.", "q 3"]
+    reread = [history[0], *(dict(m) for m in history[1:])]
+    third = [system, *finished.messages("t", "s", reread)]
+    encoded.clear()
+    assert openai_compat._messages_json(third) == expected(third)
+    assert encoded == ["Be brief.", "q 0", "a 0", "q 1", "a 1", "q 2", "a 2"]
+    assert openai_compat._messages_json(third[2:]) == expected(third[2:])  # another first
 
 
 def test_the_model_s_request_body_is_the_same_whether_its_messages_were_encoded_before():
@@ -75,7 +95,7 @@ def test_the_model_s_request_body_is_the_same_whether_its_messages_were_encoded_
     ]
     request = ChatRequest(model="m", messages=messages)
     first = json.loads(_body(request))
-    again = json.loads(_body(request))  # the finished messages' encodings are reused now
+    again = json.loads(_body(request))  # the finished messages' JSON is reused now
     assert first == again
     assert first["model"] == "m" and first["stream"] is True
     assert first["messages"] == [
@@ -94,7 +114,9 @@ def test_the_model_s_request_body_is_the_same_whether_its_messages_were_encoded_
         },
         {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
     ]
-    assert set(messages[1].memo) == {"openai"} and messages[0].memo is None
+    # The finished run's JSON is kept on its last message.
+    assert set(messages[2].memo) == {"openai run"} and messages[1].memo == {}
+    assert messages[0].memo is None
 
 
 def test_turns_of_a_session_in_one_container_send_its_earlier_messages_converted_once(

@@ -153,7 +153,7 @@ class FinishedTurns:
     model. The storage port hands a turn its session's history as stored messages (the same
     objects while the store remembers the session); converting them all again at every turn
     cost more than the rest of a long session's turn. Here only the messages not seen before
-    are converted, and each keeps its providers' encodings (`ChatMessage.memo`). Bounded, like
+    are converted, and a provider keeps its encoding with them (`ChatMessage.memo`). Bounded, like
     the store's memory, in sessions and in characters, least recently used first out. Locked:
     `make run`'s queue pollers run the engine on event loops of their own threads."""
 

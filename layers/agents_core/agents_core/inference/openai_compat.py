@@ -203,9 +203,51 @@ def _fields(request: ChatRequest) -> dict[str, Any]:
 def _body(request: ChatRequest) -> bytes:
     """The request's JSON: its messages (each finished turn's encoded once: a session's history
     is sent again at every turn), then the other fields."""
-    messages = ",".join(m.encoded_once("openai", _message_json) for m in request.messages)
     rest = json_text.dumps_str(_fields(request))
-    return f'{{"messages":[{messages}],{rest[1:]}'.encode()
+    return f'{{"messages":[{_messages_json(request.messages)}],{rest[1:]}'.encode()
+
+
+#: Memo key of a finished message's (first message of its run, length, the run's JSON joined).
+_RUN = "openai run"
+
+
+def _messages_json(messages: list[ChatMessage]) -> str:
+    """The messages' JSON, comma-separated. A run of finished messages (a session's history)
+    comes again at the next turn as the same objects with more after them: its JSON joined is
+    kept on its last message, and the next turn joins only what it adds (each message of a
+    long history cost a few microseconds a turn, with cold caches)."""
+    parts: list[str] = []
+    start, count = 0, len(messages)
+    while start < count:
+        if messages[start].memo is None:  # being built: encoded at every use
+            parts.append(_message_json(messages[start]))
+            start += 1
+            continue
+        end = start + 1
+        while end < count and messages[end].memo is not None:
+            end += 1
+        parts.append(_run_json(messages, start, end))
+        start = end
+    return ",".join(parts)
+
+
+def _run_json(messages: list[ChatMessage], start: int, end: int) -> str:
+    """The finished messages[start:end]'s JSON joined: the longest join kept on one of them for
+    the same run from the same first message, extended, and kept on the last in its place."""
+    first = messages[start]
+    kept, joined = start, ""
+    for last in range(end - 1, start - 1, -1):
+        run = messages[last].memo.get(_RUN)
+        if run is not None and run[0] is first and run[1] == last + 1 - start:
+            kept, joined = last + 1, run[2]
+            break
+    if kept < end:
+        added = ",".join([_message_json(m) for m in messages[kept:end]])
+        joined = f"{joined},{added}" if joined else added
+        if kept > start:
+            del messages[kept - 1].memo[_RUN]
+        messages[end - 1].memo[_RUN] = (first, end - start, joined)
+    return joined
 
 
 def _message_json(message: ChatMessage) -> str:

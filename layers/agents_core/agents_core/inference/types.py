@@ -6,7 +6,7 @@ its own wire format (OpenAI chat completions, Bedrock Converse, the offline mode
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -39,8 +39,8 @@ class ChatMessage:
     images: list[str] = field(default_factory=list)  # image URLs or data: URLs, after the text
     documents: list[ChatDocument] = field(default_factory=list)  # after the images
     #: None for a message still being built. A dict for a message of a finished turn, which
-    #: never changes and is sent again with every later turn of its session: providers keep
-    #: their encoding of it there, by provider name (`encoded_once`).
+    #: never changes and is sent again with every later turn of its session: a provider keeps
+    #: what it made of it there (the OpenAI-compatible one: its history's JSON so far).
     memo: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,14 +79,6 @@ class ChatMessage:
             memo={} if finished else None,
         )
         return message
-
-    def encoded_once(self, provider: str, encode: Callable[[ChatMessage], Any]) -> Any:
-        """`encode(self)`; for a message of a finished turn, made once for each provider."""
-        if self.memo is None:
-            return encode(self)
-        if provider not in self.memo:
-            self.memo[provider] = encode(self)
-        return self.memo[provider]
 
 
 @dataclass
