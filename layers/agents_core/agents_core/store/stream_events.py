@@ -34,9 +34,11 @@ ITEM_PAYLOAD_BYTES = 350 * 1024
 _FRAME_OVERHEAD = 24
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Frame:
-    """One SSE event as sent: `id: {seq}`, `event: {event}` when not None, `data: {data}`."""
+    """One SSE event as sent: `id: {seq}`, `event: {event}` when not None, `data: {data}`. Not
+    frozen, though nothing changes one: a frozen dataclass sets each field through
+    object.__setattr__, and a long answer makes a frame a delta (2-4 us of 4-7, cold)."""
 
     seq: int
     event: str | None
