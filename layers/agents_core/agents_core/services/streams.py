@@ -103,8 +103,7 @@ def turn_frame(seq: int, item: Any) -> Frame:
     Stack's `data: {"error": ...}` for a RunFailed; its id is the event's index in the turn's
     stream."""
     kind = type(item)
-    # TurnRun.events(plain_text=True)'s own: a text delta, the turn's start, a model call's
-    # step start
+    # What TurnRun.events(plain_text=True) yields for its most frequent chunks.
     if kind is PlainTextDelta:
         return _text_progress(seq, "inference", item.step_id, item.text)
     if kind is TurnStarted:
