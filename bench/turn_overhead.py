@@ -108,7 +108,8 @@ def run(args: argparse.Namespace, model: ModelJournal) -> None:
     dynamo = DynamoCalls(services.agents._t.client)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
+    serving = threading.Thread(target=server.run, daemon=True)
+    serving.start()
     while not server.started:
         time.sleep(0.05)
     base = f"http://127.0.0.1:{port}/v1/agents"
@@ -224,6 +225,7 @@ def run(args: argparse.Namespace, model: ModelJournal) -> None:
         statistics.median(model_time(model.last_request["messages"]) for _ in range(10)) * 1000
     )
     server.should_exit = True
+    serving.join(timeout=15)  # its queue pollers stop before the moto server does
     arrivals = model.arrivals
 
     def row(label: str, runs: list[tuple[float, float, float]], model_ms: float) -> float:
