@@ -39,7 +39,7 @@ def now() -> datetime:
 # --- neutral events ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class TurnStarted:
     """Not the loop's: a turn run's first chunk (turn_start) as `TurnRun.events(plain_text=True)`
     yields it, here with the loop's events it yields so, which an SSE writer reads without the
