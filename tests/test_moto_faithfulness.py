@@ -246,3 +246,33 @@ def test_serial_moto_keeps_a_json_clients_connection_open_between_requests(seria
         assert answer.getheader("Connection") == "close"
     finally:
         other.close()
+
+
+def test_serial_moto_finds_each_json_services_app_once(monkeypatch):
+    """moto's dispatcher lists its package's folders to find a request's service; serial_moto
+    asks it once per service, and each service's requests still reach their own app."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    asked: list[str] = []
+    real = DomainDispatcherApplication.get_application
+
+    def get_application(dispatcher, environ):
+        asked.append(environ.get("HTTP_X_AMZ_TARGET", ""))
+        return real(dispatcher, environ)
+
+    monkeypatch.setattr(DomainDispatcherApplication, "get_application", get_application)
+    server = serial_moto.SerialMotoServer()
+    endpoint = server.start()
+    try:
+        client = _client(endpoint)
+        create_table_if_missing(client, TABLE)
+        _other_write(client)
+        assert _stored(client, "other", "kept")
+        sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
+        url = sqs.create_queue(QueueName="once")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="m")
+        assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "m"
+    finally:
+        server.stop()
+    services = [target.partition(".")[0] for target in asked]
+    assert sorted(services) == ["AmazonSQS", "DynamoDB_20120810"]

@@ -29,14 +29,34 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-#: The header DynamoDB's JSON protocol names its operation in.
-_DYNAMODB_TARGET = "HTTP_X_AMZ_TARGET"
+#: The header AWS's JSON protocol (DynamoDB, EventBridge, SQS) names its operation in.
+_TARGET = "HTTP_X_AMZ_TARGET"
 _DYNAMODB_PREFIX = "DynamoDB_"
 
 
 #: Set in the thread serving a DynamoDB request under the lock: only there are transactions run
 #: without moto's table copies (another moto in the same process keeps moto's own way).
 _serial = threading.local()
+
+
+class AppPerService:
+    """WSGI middleware before moto's dispatcher: a JSON-protocol request (X-Amz-Target names its
+    service) goes straight to its service's app, found once. moto's dispatcher finds it anew
+    for every request, listing the folders of its own package to match the service's name:
+    about a millisecond of each request, which AWS does not spend."""
+
+    def __init__(self, dispatcher: Any) -> None:
+        self.dispatcher = dispatcher
+        self.apps: dict[str, Callable[..., Iterable[bytes]]] = {}
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        service = environ.get(_TARGET, "").partition(".")[0]
+        if not service:
+            return self.dispatcher(environ, start_response)
+        app = self.apps.get(service)
+        if app is None:
+            app = self.apps.setdefault(service, self.dispatcher.get_application(environ))
+        return app(environ, start_response)
 
 
 class OneDynamoDBRequestAtATime:
@@ -48,7 +68,7 @@ class OneDynamoDBRequestAtATime:
         _install_transactions()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if not environ.get(_DYNAMODB_TARGET, "").startswith(_DYNAMODB_PREFIX):
+        if not environ.get(_TARGET, "").startswith(_DYNAMODB_PREFIX):
             return self.app(environ, start_response)
         with self.lock:
             _serial.active = True
@@ -255,7 +275,7 @@ def _make_server(host: str, port: int) -> Any:
             super().send_header(keyword, value)
 
     werkzeug.serving.selectors = _DrainingOnlyClosed  # type: ignore[assignment]
-    app = OneDynamoDBRequestAtATime(DomainDispatcherApplication(create_backend_app))
+    app = OneDynamoDBRequestAtATime(AppPerService(DomainDispatcherApplication(create_backend_app)))
     return make_server(host, port, app, threaded=True, request_handler=KeptAlive)
 
 
