@@ -596,7 +596,7 @@ def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_
             (init, first_turn), figures, paced_figures = lambda_share.at_memory(
                 mb, env, model_url, runs, pace
             )
-            added_ms, first_ms = figures["streamed turn"]
+            added_ms, first_ms = figures["streamed turn"][:2]
             paced_ms = f"{paced_figures['streamed turn'][0]:>7.0f} ms" if paced_figures else ""
             usd = [
                 1e6 * ((s + added_ms / 1000) * mb / 1024 * LAMBDA_GB_SECOND + LAMBDA_REQUEST)

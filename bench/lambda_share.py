@@ -56,8 +56,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
+from typing import NamedTuple
 
-from cpu_profile import function_server, layer_path, prepare_aws
+from cpu_profile import cpu_seconds, function_server, layer_path, prepare_aws
 from peers import (
     built_function,
     built_layer,
@@ -325,6 +326,15 @@ class Runs:
         return timed_stream(self.http, url, body, '"turn_complete"')
 
 
+class Streamed(NamedTuple):
+    """A kind of streamed run, as measured (medians of its runs)."""
+
+    added: float  # ms added to the model's own time
+    first: float  # ms to the first byte
+    cpu: float  # ms of the function's CPU a run (its threads' schedstat)
+    throttled: float  # periods its cgroup was throttled in a run (mean; 0 at a full core)
+
+
 def streaming_figures(
     env: dict[str, str],
     model_url: str,
@@ -332,8 +342,8 @@ def streaming_figures(
     runs: int,
     pace: Pace | None = None,
     gap: float = 0.0,
-) -> dict[str, tuple[float, float]]:
-    """{run: (ms added to the model's time, ms to the first byte)}: each streaming function (by
+) -> dict[str, Streamed]:
+    """{run: Streamed}: each streaming function (by
     code folder) in a cgroup of its share in `shares` (None: a full core); the agents function,
     which only sets up, at a full core. `pace`: the model streams so in the timed runs (the
     warm-up runs are answered at once). `gap`: seconds each timed run waits first, the function
@@ -342,12 +352,14 @@ def streaming_figures(
 
     http = httpx.Client(timeout=60)
     model = model_time(http, model_url, runs, pace)
-    out: dict[str, tuple[float, float]] = {}
+    out: dict[str, Streamed] = {}
     with ExitStack() as stack:
         urls = {"agents": stack.enter_context(function_server(ROOT, "agents", env))[0]}
+        served: dict[str, tuple[int, Path | None]] = {}  # code folder: (pid, cgroup)
         for name, share in shares.items():
             group = stack.enter_context(cgroup(name, share))
-            urls[name] = stack.enter_context(function_server(ROOT, name, env, joining(group)))[0]
+            urls[name], pid = stack.enter_context(function_server(ROOT, name, env, joining(group)))
+            served[name] = (pid, group)
         run = Runs(http, model_url, urls)
         plain, tooled = run.session(), run.session(client_tools=[CLIENT_TOOL])
         timed = {
@@ -356,17 +368,36 @@ def streaming_figures(
             "resume": lambda i: run.resume(tooled, run.paused(tooled)),
         }
         for kind, one in timed.items():
+            pid, group = served[RUN_FUNCTIONS[kind]]
             run.pace = None
             for i in range(3):
                 one(i)  # warm: each container's first requests build what they need
             run.pace = pace
-            taken = []
+            taken, cpu, throttled = [], [], []
             for i in range(runs):
                 time.sleep(gap)
+                before = cpu_seconds(pid)[1], throttled_periods(group)
                 taken.append(one(i))
-            added = (statistics.median(t[1] for t in taken) - model) * 1000
-            out[kind] = (added, statistics.median(t[0] for t in taken) * 1000)
+                cpu.append(cpu_seconds(pid)[1] - before[0])
+                throttled.append(throttled_periods(group) - before[1])
+            out[kind] = Streamed(
+                added=(statistics.median(t[1] for t in taken) - model) * 1000,
+                first=statistics.median(t[0] for t in taken) * 1000,
+                cpu=statistics.median(cpu) * 1000,
+                throttled=statistics.mean(throttled),
+            )
     return out
+
+
+def throttled_periods(group: Path | None) -> int:
+    """The periods in which `group` spent its quota and waited (cpu.stat; 0 for none)."""
+    if group is None:
+        return 0
+    for line in (group / "cpu.stat").read_text().splitlines():
+        name, _, value = line.partition(" ")
+        if name == "nr_throttled":
+            return int(value)
+    return 0
 
 
 #: The streamed runs by the function that serves them (its code folder).
@@ -634,15 +665,25 @@ def print_first_runs(
             )
 
 
-def print_streaming(
-    full: dict[str, tuple[float, float]], confined: dict[str, tuple[float, float]] | None
-) -> None:
+def print_streaming(full: dict[str, Streamed], confined: dict[str, Streamed] | None) -> None:
+    """Each figure at the share beside a full core's; a run's CPU and its throttled periods
+    tell its latency at the share apart from AWS's and the model's time (back to back, a run
+    adds about its CPU at the share divided by the share)."""
     print(
-        f"  {'':<18}{'added at share':>15}{'full core':>11}{'first byte at share':>21}{'full core':>11}"
+        f"  {'':<18}{'added at share':>15}{'full core':>11}{'first byte at share':>21}"
+        f"{'full core':>11}{'CPU a run at share':>20}{'full core':>11}{'throttled a run':>17}"
     )
-    for kind, (added, first) in full.items():
-        at = ("-", "-") if confined is None else tuple(f"{v:.1f}" for v in confined[kind])
-        print(f"  {kind:<18}{at[0]:>15}{added:>11.1f}{at[1]:>21}{first:>11.1f}")
+    for kind, f in full.items():
+        at = confined[kind] if confined is not None else None
+        shown = (
+            ("-",) * 4
+            if at is None
+            else (f"{at.added:.1f}", f"{at.first:.1f}", f"{at.cpu:.2f}", f"{at.throttled:.1f}")
+        )
+        print(
+            f"  {kind:<18}{shown[0]:>15}{f.added:>11.1f}{shown[1]:>21}{f.first:>11.1f}"
+            f"{shown[2]:>20}{f.cpu:>11.2f}{shown[3]:>17}"
+        )
 
 
 if __name__ == "__main__":
