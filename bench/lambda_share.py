@@ -25,8 +25,11 @@ Printed, each figure at the function's share beside the same figure at a full co
   tool add to the model's own time (the wall time to the end of the stream minus a direct
   streamed call to the model), and their time to the first byte: runs back to back (each may
   find the period's share spent by the one before, as under a steady stream of instant
-  answers), then each after an idle gap (as a run finds a container that waited on its last
-  model); and a new container as on-demand Lambda starts one: its init unthrottled, then its
+  answers: a client on this machine's loopback can send that, one behind API Gateway cannot,
+  as its next request comes a network round trip and two passes through API Gateway after
+  the last byte), then each after idle gaps (20 ms: a client's next request; 300 ms: a
+  container that waited on its last model); a run's CPU at the share and at a full core, and
+  the periods it was throttled in; and a new container as on-demand Lambda starts one: its init unthrottled, then its
   first run at the share, after each init of `INITS` (lazy, primed, and connected as deployed).
 
 How to read it: the figure at the share is what a deployed function of that size would show,
@@ -34,7 +37,7 @@ with AWS and the model as fast as here; share over full core is what the memory 
 latency. Without a writable cgroup it says so in one line and prints the full-core figures
 only.
 
-    .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--gap-ms 300] [--first 3]
+    .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--gap-ms 20 300] [--first 3]
         [--paced] [--tls] [--period-ms 20]
 
 `--tls`: AWS and the model behind TLS fronts (bench/tls_front.py), so each new connection's
@@ -540,7 +543,11 @@ def main() -> None:
         help="AWS and the model behind TLS fronts, as in AWS (bench/tls_front.py)",
     )
     parser.add_argument(
-        "--gap-ms", type=float, default=300, help="also runs after this idle time (0: not)"
+        "--gap-ms",
+        type=float,
+        nargs="*",
+        default=[20, 300],
+        help="also runs after each of these idle times (none: not)",
     )
     parser.add_argument(
         "--first", type=int, default=3, help="fresh processes for each first-run figure (0: none)"
@@ -575,12 +582,12 @@ def main() -> None:
         )
         side_by_side = partial(print_side_by_side, env, model_url, shares, args.runs, confine)
         side_by_side()
-        if args.gap_ms:
+        for gap_ms in args.gap_ms:
             print(
-                f"the same, each run after the function idled {args.gap_ms:g} ms (as a run"
-                " finds a container whose last run ended before: its share of a period unspent)"
+                f"the same, each run after the function idled {gap_ms:g} ms (as a run finds a"
+                " container whose last run ended before: its share of a period unspent)"
             )
-            side_by_side(gap=args.gap_ms / 1000)
+            side_by_side(gap=gap_ms / 1000)
         if args.first:
             print_first_runs(env, model_url, shares, args.first, confine)
         if args.paced:

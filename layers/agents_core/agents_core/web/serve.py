@@ -7,7 +7,9 @@ turn's own work, out of the small share 192 MB buys. This server wakes once a se
 resolution of the Date header it keeps fresh) and at once on SIGTERM or SIGINT.
 
 run.sh and `make run` serve on uvloop (`--loop uvloop`, in the layer): 5-9% fewer instructions
-a streamed run than asyncio's own loop (docs/benchmarks.md).
+a streamed run than asyncio's own loop (docs/benchmarks.md). uvicorn's proxy headers are off: its
+middleware would take the client's address from X-Forwarded-For, which nothing here reads, and
+every request, and every resumption of its task, would pass through it.
 
     python -m agents_core.web.serve app:app --host 127.0.0.1 --port 8080 [uvicorn options]
 """
@@ -84,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         access_log=args.access_log,
         timeout_keep_alive=args.timeout_keep_alive,
         log_level=args.log_level,
+        proxy_headers=False,
     )
     config.load()  # as uvicorn's command line: the app imported before the loop starts
     server = Server(config)
