@@ -1050,3 +1050,28 @@ def test_a_long_answers_deltas_are_stored_as_what_differs_between_them():
     packed = _pack(frames)
     assert _unpack(packed) == frames
     assert len(packed) < 600
+
+
+def test_a_responses_created_and_in_progress_frames_are_their_events_as_pydantic_writes_them():
+    """The two share their snapshot's JSON, written once; a later pair with another snapshot
+    (a response with a quote in its instructions) is written anew."""
+    from agents_core.api.responses import OpenAIResponseObject, ResponseCreated, ResponseInProgress
+    from agents_core.services.streams import ResponseFrames
+
+    frames = ResponseFrames()
+    for n, instructions in enumerate(["Be brief.", 'Say "é\\u2028"']):
+        snapshot = OpenAIResponseObject(
+            created_at=1,
+            id=f"resp_{n}",
+            model="m",
+            output=[],
+            status="in_progress",
+            instructions=instructions,
+            metadata={"k": "v"},
+        )
+        created = ResponseCreated(sequence_number=2 * n, response=snapshot)
+        started = ResponseInProgress(sequence_number=2 * n + 1, response=snapshot)
+        for event in (created, started):
+            frame = frames(event)
+            assert (frame.seq, frame.event) == (event.sequence_number, event.type)
+            assert frame.data == event.model_dump_json()

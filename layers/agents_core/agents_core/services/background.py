@@ -168,15 +168,16 @@ class BackgroundWorker:
             await asyncio.to_thread(self._fail, tenant, state, owner, err)
             return
         streams = self.services.streams
-        from .streams import StreamKey, response_frame
+        from .streams import ResponseFrames, StreamKey
 
         key = StreamKey.response(response_id)
         last = await streams.last_sequence(tenant, key)
         run.output.number_after(last)
         recorder = streams.recorder(tenant, key)
+        frame = ResponseFrames()
         try:
             async for event in run.events(plain_text=True):
-                recorder.add(response_frame(event))
+                recorder.add(frame(event))
         finally:
             await recorder.close(final=not run.suspended and not control.lost)
         if control.lost:

@@ -12,7 +12,8 @@ until it reads the end mark; while nothing new comes it asks the caller's `alive
 `STREAM_ALIVE_CHECK_SECONDS`, and it stops after `STREAM_FOLLOW_MAX_SECONDS` in any case.
 
     recorder = services.streams.recorder(tenant, StreamKey.response(response_id))
-    recorder.add(response_frame(event))      # per event, as it is sent
+    frame = ResponseFrames()                 # a response's; a turn's: turn_frame(seq, item)
+    recorder.add(frame(event))               # per event, as it is sent
     await recorder.close()                   # flush; marks the end
 
     async for frame in services.streams.follow(tenant, key, after=41, alive=still_running):
@@ -49,6 +50,7 @@ __all__ = [
     "Frame",
     "StreamKey",
     "StreamLog",
+    "ResponseFrames",
     "StreamRecorder",
     "encode_frame",
     "response_frame",
@@ -96,6 +98,27 @@ def response_frame(event: Any) -> Frame:
             f'"delta":{delta},"logprobs":[]}}',
         )
     return Frame(seq=seq, event=event.type, data=event.model_dump_json())
+
+
+class ResponseFrames:
+    """One response stream's events as frames (`response_frame`). `response.created` and
+    `response.in_progress` carry the same snapshot of the response, whose JSON, most of either
+    frame, is written once for both."""
+
+    def __init__(self) -> None:
+        self._snapshot: tuple[Any, str] | None = None  # (the response, its JSON)
+
+    def __call__(self, event: Any) -> Frame:
+        kind = event.type
+        if kind != "response.created" and kind != "response.in_progress":
+            return response_frame(event)
+        response, seq = event.response, event.sequence_number
+        if self._snapshot is None or self._snapshot[0] is not response:
+            self._snapshot = (response, response.model_dump_json())
+        data = self._snapshot[1]
+        if kind == "response.in_progress":  # the pair is written: nothing kept
+            self._snapshot = None
+        return Frame(seq, kind, f'{{"sequence_number":{seq},"type":"{kind}","response":{data}}}')
 
 
 def turn_frame(seq: int, item: Any) -> Frame:

@@ -23,7 +23,7 @@ from ..api.responses import (
 )
 from ..api.traces import Trace
 from ..errors import InvalidRequest, NotFound
-from ..services.streams import Frame, StreamKey, StreamRecorder, response_frame
+from ..services.streams import Frame, ResponseFrames, StreamKey, StreamRecorder
 from .common import (
     ID_PATTERN,
     LastEventId,
@@ -91,8 +91,9 @@ async def compact_response(
 
 
 async def _frames(events: AsyncIterator[Any]) -> AsyncIterator[Frame]:
+    frame = ResponseFrames()
     async for event in events:
-        yield response_frame(event)
+        yield frame(event)
 
 
 class _Recorded:
@@ -103,16 +104,17 @@ class _Recorded:
     def __init__(self, recorder: StreamRecorder) -> None:
         self.recorder = recorder
         self._end: tuple[Any, Frame] | None = None
+        self._frame = ResponseFrames()
 
     async def end_with(self, event: Any) -> Any:
-        frame = response_frame(event)
+        frame = self._frame(event)
         self._end = (event, frame)
         return await self.recorder.end_with(frame)
 
     async def frames(self, events: AsyncIterator[Any]) -> AsyncIterator[Frame]:
         async for event in events:
             end = self._end
-            yield end[1] if end is not None and end[0] is event else response_frame(event)
+            yield end[1] if end is not None and end[0] is event else self._frame(event)
 
 
 @router.get("", responses={200: {"model": ListOpenAIResponseObject}})
