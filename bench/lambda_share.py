@@ -38,7 +38,11 @@ latency. Without a writable cgroup it says so in one line and prints the full-co
 only.
 
     .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--gap-ms 20 300] [--first 3]
-        [--paced] [--tls] [--period-ms 20]
+        [--paced] [--tls] [--period-ms 20] [--compare DIR]
+
+`--compare DIR`: only the streamed runs at the share, DIR's checkout (its layer built as this
+one's) and this one served at once over the same AWS and model, each kind's runs timed in
+alternating rounds: rounds of one checkout minutes apart differ by more than most changes do.
 
 `--tls`: AWS and the model behind TLS fronts (bench/tls_front.py), so each new connection's
 handshake and the CA bundle's load are in the figures, as in AWS.
@@ -346,50 +350,117 @@ def streaming_figures(
     pace: Pace | None = None,
     gap: float = 0.0,
 ) -> dict[str, Streamed]:
-    """{run: Streamed}: each streaming function (by
-    code folder) in a cgroup of its share in `shares` (None: a full core); the agents function,
-    which only sets up, at a full core. `pace`: the model streams so in the timed runs (the
-    warm-up runs are answered at once). `gap`: seconds each timed run waits first, the function
-    idle (0: back to back, so a run may find its share of the period spent by the one before)."""
+    """{run: Streamed}: each streaming function (by code folder) in a cgroup of its share in
+    `shares` (None: a full core); the agents function, which only sets up, at a full core.
+    `pace`: the model streams so in the timed runs (the warm-up runs are answered at once).
+    `gap`: seconds each timed run waits first, the function idle (0: back to back, so a run may
+    find its share of the period spent by the one before)."""
     import httpx
 
     http = httpx.Client(timeout=60)
     model = model_time(http, model_url, runs, pace)
-    out: dict[str, Streamed] = {}
     with ExitStack() as stack:
-        urls = {"agents": stack.enter_context(function_server(ROOT, "agents", env))[0]}
-        served: dict[str, tuple[int, Path | None]] = {}  # code folder: (pid, cgroup)
+        agents = stack.enter_context(function_server(ROOT, "agents", env))[0]
+        side = _Side(stack, http, model_url, agents, ROOT, env, shares)
+        return {
+            kind: side.streamed(side.timed(kind, runs, pace, gap), model) for kind in RUN_FUNCTIONS
+        }
+
+
+def compared_streaming(
+    env: dict[str, str],
+    other: Path,
+    other_env: dict[str, str],
+    model_url: str,
+    shares: dict[str, float | None],
+    runs: int,
+    gap: float = 0.0,
+    rounds: int = 4,
+) -> dict[str, tuple[Streamed, Streamed]]:
+    """{run: (`other`'s Streamed, this checkout's)}: both checkouts' streaming functions served
+    at once, each in a cgroup of its share, over the same AWS and model; each kind's `runs` taken
+    in `rounds` batches of each, in turn. Rounds of one checkout minutes apart differ by more
+    than most changes do; alternating, both meet the same sitting."""
+    import httpx
+
+    http = httpx.Client(timeout=60)
+    model = model_time(http, model_url, runs)
+    with ExitStack() as stack:
+        agents = stack.enter_context(function_server(ROOT, "agents", env))[0]
+        sides = [
+            _Side(stack, http, model_url, agents, root, root_env, shares, tag)
+            for tag, (root, root_env) in enumerate(((other, other_env), (ROOT, env)))
+        ]
+        out = {}
+        for kind in RUN_FUNCTIONS:
+            taken: list[list] = [[], []]
+            for _ in range(rounds):
+                for side, runs_of_side in zip(sides, taken, strict=True):
+                    runs_of_side.extend(side.timed(kind, max(1, runs // rounds), None, gap))
+            first, this = (side.streamed(t, model) for side, t in zip(sides, taken, strict=True))
+            out[kind] = (first, this)
+    return out
+
+
+class _Side:
+    """One checkout's streaming functions, each in its cgroup, with their own sessions."""
+
+    def __init__(
+        self,
+        stack: ExitStack,
+        http,
+        model_url: str,
+        agents: str,
+        root: Path,
+        env: dict[str, str],
+        shares: dict[str, float | None],
+        tag: int = 0,
+    ) -> None:
+        urls = {"agents": agents}
+        self.served: dict[str, tuple[int, Path | None]] = {}  # code folder: (pid, cgroup)
         for name, share in shares.items():
-            group = stack.enter_context(cgroup(name, share))
-            urls[name], pid = stack.enter_context(function_server(ROOT, name, env, joining(group)))
-            served[name] = (pid, group)
-        run = Runs(http, model_url, urls)
+            group = stack.enter_context(cgroup(f"{name}-{tag}", share))
+            urls[name], pid = stack.enter_context(function_server(root, name, env, joining(group)))
+            self.served[name] = (pid, group)
+        self.run = run = Runs(http, model_url, urls)
         plain, tooled = run.session(), run.session(client_tools=[CLIENT_TOOL])
-        timed = {
+        self.kinds = {
             "streamed turn": lambda i: run.turn(plain, f"q{i}"),
             "streamed response": lambda i: run.response(f"q{i}"),
             "resume": lambda i: run.resume(tooled, run.paused(tooled)),
         }
-        for kind, one in timed.items():
-            pid, group = served[RUN_FUNCTIONS[kind]]
-            run.pace = None
+        self.warm: set[str] = set()
+
+    def timed(
+        self, kind: str, runs: int, pace: Pace | None, gap: float
+    ) -> list[tuple[float, float, float, int]]:
+        """(seconds to the first byte, to the end, of the function's CPU; periods throttled)
+        of each of `runs` runs of `kind`, after three untimed ones the first time."""
+        pid, group = self.served[RUN_FUNCTIONS[kind]]
+        one = self.kinds[kind]
+        if kind not in self.warm:
+            self.run.pace = None
             for i in range(3):
                 one(i)  # warm: each container's first requests build what they need
-            run.pace = pace
-            taken, cpu, throttled = [], [], []
-            for i in range(runs):
-                time.sleep(gap)
-                before = cpu_seconds(pid)[1], throttled_periods(group)
-                taken.append(one(i))
-                cpu.append(cpu_seconds(pid)[1] - before[0])
-                throttled.append(throttled_periods(group) - before[1])
-            out[kind] = Streamed(
-                added=(statistics.median(t[1] for t in taken) - model) * 1000,
-                first=statistics.median(t[0] for t in taken) * 1000,
-                cpu=statistics.median(cpu) * 1000,
-                throttled=statistics.mean(throttled),
-            )
-    return out
+            self.warm.add(kind)
+        self.run.pace = pace
+        taken = []
+        for i in range(runs):
+            time.sleep(gap)
+            cpu, throttled = cpu_seconds(pid)[1], throttled_periods(group)
+            first, end = one(i)
+            cpu = cpu_seconds(pid)[1] - cpu
+            taken.append((first, end, cpu, throttled_periods(group) - throttled))
+        return taken
+
+    @staticmethod
+    def streamed(taken: list[tuple[float, float, float, int]], model: float) -> Streamed:
+        return Streamed(
+            added=(statistics.median(t[1] for t in taken) - model) * 1000,
+            first=statistics.median(t[0] for t in taken) * 1000,
+            cpu=statistics.median(t[2] for t in taken) * 1000,
+            throttled=statistics.mean(t[3] for t in taken),
+        )
 
 
 def throttled_periods(group: Path | None) -> int:
@@ -552,6 +623,13 @@ def main() -> None:
     parser.add_argument(
         "--first", type=int, default=3, help="fresh processes for each first-run figure (0: none)"
     )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="DIR",
+        help="only the streamed runs at the share: this checkout's beside DIR's, served at once"
+        " and timed in alternating rounds",
+    )
     args = parser.parse_args()
     PERIOD_US = int(args.period_ms * 1000)
     functions = template_functions()
@@ -570,10 +648,16 @@ def main() -> None:
             print(f"AWS and the model over TLS (fronts at {aws_https} and {model_https})")
         else:
             env = function_env(aws_endpoint, model_url, layer)
-        if args.inits:
-            print_cold_inits(functions, env, args.inits, confine)
         streaming = [f for f in functions if f.streaming]
         shares = {f.code.name: f.share for f in streaming}
+        if args.compare:
+            compile_bytecode(args.compare)
+            other_env = {**env, "LAYER_PYTHON_DIR": str(built_layer(args.compare))}
+            at = shares if confine else dict.fromkeys(shares)  # no cgroup: both at a full core
+            print_compared(env, args.compare, other_env, model_url, at, args.runs, args.gap_ms)
+            return
+        if args.inits:
+            print_cold_inits(functions, env, args.inits, confine)
         sizes = ", ".join(f"{f.code.name} {f.memory_mb} MB = {f.share:.3f}" for f in streaming)
         print(
             f"streaming functions ({sizes} of a CPU; CFS period {PERIOD_US / 1000:g} ms),"
@@ -594,6 +678,35 @@ def main() -> None:
             pace = Pace()
             print(f"the same with a model that streams as hosted ones do ({pace}):")
             side_by_side(pace=pace)
+
+
+def print_compared(
+    env: dict[str, str],
+    other: Path,
+    other_env: dict[str, str],
+    model_url: str,
+    shares: dict[str, float],
+    runs: int,
+    gaps_ms: list[float],
+) -> None:
+    """`compared_streaming` back to back and after each gap, printed."""
+    print(
+        f"streamed runs at each function's share, {other} beside this checkout, served at once"
+        f" and timed in alternating rounds (medians of {runs}): ms added to the model's own"
+        " time, ms of CPU a run, periods throttled a run"
+    )
+    for gap_ms in [0.0, *gaps_ms]:
+        print(f"  {'back to back' if not gap_ms else f'{gap_ms:g} ms apart'}")
+        print(f"    {'':<18}{str(other):>26}   {'this checkout':>26}")
+        print(
+            f"    {'':<18}{'added':>8}{'CPU':>7}{'throttled':>11}   {'added':>8}{'CPU':>7}{'throttled':>11}"
+        )
+        compared = compared_streaming(
+            env, other, other_env, model_url, shares, runs, gap=gap_ms / 1000
+        )
+        for kind, pair in compared.items():
+            cells = "   ".join(f"{f.added:>8.1f}{f.cpu:>7.2f}{f.throttled:>11.1f}" for f in pair)
+            print(f"    {kind:<18}{cells}")
 
 
 def print_side_by_side(
