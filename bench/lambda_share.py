@@ -29,8 +29,9 @@ Printed, each figure at the function's share beside the same figure at a full co
   as its next request comes a network round trip and two passes through API Gateway after
   the last byte), then each after idle gaps (20 ms: a client's next request; 300 ms: a
   container that waited on its last model); a run's CPU at the share and at a full core, and
-  the periods it was throttled in; and a new container as on-demand Lambda starts one: its init unthrottled, then its
-  first run at the share, after each init of `INITS` (lazy, primed, and connected as deployed).
+  the periods it was throttled in; and a new container as on-demand Lambda starts one: its
+  init unthrottled, then its first run at the share, after each init of `INITS` (lazy, primed,
+  and connected as deployed).
 
 How to read it: the figure at the share is what a deployed function of that size would show,
 with AWS and the model as fast as here; share over full core is what the memory choice costs in

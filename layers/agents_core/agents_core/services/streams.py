@@ -48,9 +48,9 @@ from ..store.stream_events import (
 
 __all__ = [
     "Frame",
+    "ResponseFrames",
     "StreamKey",
     "StreamLog",
-    "ResponseFrames",
     "StreamRecorder",
     "encode_frame",
     "response_frame",
