@@ -24,11 +24,11 @@ Printed, each figure at the function's share beside the same figure at a full co
   streamed turn, a streamed Responses API response and the resume of a turn paused on a client
   tool add to the model's own time (the wall time to the end of the stream minus a direct
   streamed call to the model), and their time to the first byte: runs back to back (each may
-  find the period's share spent by the one before, as under a steady stream of instant
-  answers: a client on this machine's loopback can send that, one behind API Gateway cannot,
-  as its next request comes a network round trip and two passes through API Gateway after
-  the last byte), then each after idle gaps (20 ms: a client's next request; 300 ms: a
-  container that waited on its last model); a run's CPU at the share and at a full core, and
+  find the period's share spent by the one before: a busy function's container, which Lambda
+  hands the next caller's request as soon as its last run ends), then each after idle gaps
+  (20 ms: one caller's next request, which comes a network round trip and two passes through
+  API Gateway after the last byte; 300 ms: a container that waited on its last model); a
+  run's CPU at the share and at a full core, and
   the periods it was throttled in; and a new container as on-demand Lambda starts one: its
   init unthrottled, then its first run at the share, after each init of `INITS` (lazy, primed,
   and connected as deployed).
@@ -39,11 +39,13 @@ latency. Without a writable cgroup it says so in one line and prints the full-co
 only.
 
     .venv/bin/python bench/lambda_share.py [--runs 15] [--inits 2] [--gap-ms 20 300] [--first 3]
-        [--paced] [--tls] [--period-ms 20] [--compare DIR]
+        [--paced] [--tls] [--period-ms 20] [--compare DIR | --memory MB [MB ...]]
 
 `--compare DIR`: only the streamed runs at the share, DIR's checkout (its layer built as this
 one's) and this one served at once over the same AWS and model, each kind's runs timed in
 alternating rounds: rounds of one checkout minutes apart differ by more than most changes do.
+`--memory MB ...`: the same with this checkout's streaming functions at each size's share (the
+memory choice, bench/cost.py); both print each side's slowest round beside its median.
 
 `--tls`: AWS and the model behind TLS fronts (bench/tls_front.py), so each new connection's
 handshake and the CA bundle's load are in the figures, as in AWS.
@@ -368,38 +370,44 @@ def streaming_figures(
         }
 
 
+class Served(NamedTuple):
+    """One side of a comparison: a checkout's streaming functions at their shares."""
+
+    label: str
+    root: Path
+    env: dict[str, str]
+    shares: dict[str, float | None]  # code folder: share (None: a full core)
+
+
 def compared_streaming(
-    env: dict[str, str],
-    other: Path,
-    other_env: dict[str, str],
-    model_url: str,
-    shares: dict[str, float | None],
-    runs: int,
-    gap: float = 0.0,
-    rounds: int = 4,
-) -> dict[str, tuple[Streamed, Streamed]]:
-    """{run: (`other`'s Streamed, this checkout's)}: both checkouts' streaming functions served
-    at once, each in a cgroup of its share, over the same AWS and model; each kind's `runs` taken
-    in `rounds` batches of each, in turn. Rounds of one checkout minutes apart differ by more
-    than most changes do; alternating, both meet the same sitting."""
+    sides: list[Served], model_url: str, runs: int, gap: float = 0.0, rounds: int = 4
+) -> dict[str, list[tuple[Streamed, float]]]:
+    """{run: [each side's (Streamed, ms added in its slowest round)]}: every side's streaming functions served at once, each in a
+    cgroup of its share, over the same AWS and model; each kind's `runs` taken in `rounds`
+    batches of each side, in turn. Rounds of one side minutes apart differ by more than most
+    changes do; alternating, all sides meet the same sitting."""
     import httpx
 
     http = httpx.Client(timeout=60)
     model = model_time(http, model_url, runs)
     with ExitStack() as stack:
-        agents = stack.enter_context(function_server(ROOT, "agents", env))[0]
-        sides = [
-            _Side(stack, http, model_url, agents, root, root_env, shares, tag)
-            for tag, (root, root_env) in enumerate(((other, other_env), (ROOT, env)))
+        agents = stack.enter_context(function_server(ROOT, "agents", sides[0].env))[0]
+        served = [
+            _Side(stack, http, model_url, agents, side.root, side.env, side.shares, tag)
+            for tag, side in enumerate(sides)
         ]
         out = {}
         for kind in RUN_FUNCTIONS:
-            taken: list[list] = [[], []]
+            taken: list[list] = [[] for _ in served]
+            slowest = [0.0 for _ in served]
             for _ in range(rounds):
-                for side, runs_of_side in zip(sides, taken, strict=True):
-                    runs_of_side.extend(side.timed(kind, max(1, runs // rounds), None, gap))
-            first, this = (side.streamed(t, model) for side, t in zip(sides, taken, strict=True))
-            out[kind] = (first, this)
+                for i, side in enumerate(served):
+                    batch = side.timed(kind, max(1, runs // rounds), None, gap)
+                    taken[i].extend(batch)
+                    slowest[i] = max(slowest[i], _Side.streamed(batch, model).added)
+            out[kind] = [
+                (_Side.streamed(t, model), ms) for t, ms in zip(taken, slowest, strict=True)
+            ]
     return out
 
 
@@ -631,7 +639,17 @@ def main() -> None:
         help="only the streamed runs at the share: this checkout's beside DIR's, served at once"
         " and timed in alternating rounds",
     )
+    parser.add_argument(
+        "--memory",
+        type=int,
+        nargs="+",
+        metavar="MB",
+        help="only the streamed runs: this checkout's streaming functions at each of these"
+        " sizes' shares, served at once and timed in alternating rounds",
+    )
     args = parser.parse_args()
+    if args.compare and args.memory:
+        parser.error("--compare and --memory: one comparison at a time")
     PERIOD_US = int(args.period_ms * 1000)
     functions = template_functions()
     compile_bytecode(ROOT)
@@ -651,11 +669,22 @@ def main() -> None:
             env = function_env(aws_endpoint, model_url, layer)
         streaming = [f for f in functions if f.streaming]
         shares = {f.code.name: f.share for f in streaming}
-        if args.compare:
-            compile_bytecode(args.compare)
-            other_env = {**env, "LAYER_PYTHON_DIR": str(built_layer(args.compare))}
-            at = shares if confine else dict.fromkeys(shares)  # no cgroup: both at a full core
-            print_compared(env, args.compare, other_env, model_url, at, args.runs, args.gap_ms)
+        if args.compare or args.memory:
+            if not confine:  # no cgroup: every side at a full core
+                shares = dict.fromkeys(shares)
+            if args.compare:
+                compile_bytecode(args.compare)
+                other_env = {**env, "LAYER_PYTHON_DIR": str(built_layer(args.compare))}
+                sides = [
+                    Served(str(args.compare), args.compare, other_env, shares),
+                    Served("this checkout", ROOT, env, shares),
+                ]
+            else:
+                sides = [
+                    Served(f"{mb} MB", ROOT, env, {name: cpu_share(mb) for name in shares})
+                    for mb in args.memory
+                ]
+            print_compared(sides, model_url, args.runs, args.gap_ms)
             return
         if args.inits:
             print_cold_inits(functions, env, args.inits, confine)
@@ -681,32 +710,27 @@ def main() -> None:
             side_by_side(pace=pace)
 
 
-def print_compared(
-    env: dict[str, str],
-    other: Path,
-    other_env: dict[str, str],
-    model_url: str,
-    shares: dict[str, float],
-    runs: int,
-    gaps_ms: list[float],
-) -> None:
+def print_compared(sides: list[Served], model_url: str, runs: int, gaps_ms: list[float]) -> None:
     """`compared_streaming` back to back and after each gap, printed."""
     print(
-        f"streamed runs at each function's share, {other} beside this checkout, served at once"
-        f" and timed in alternating rounds (medians of {runs}): ms added to the model's own"
-        " time, ms of CPU a run, periods throttled a run"
+        f"streamed runs at their shares, {', '.join(side.label for side in sides)}, served at"
+        f" once and timed in alternating rounds (medians of {runs}): ms added to the model's own"
+        " time, and in the slowest round; ms of CPU a run, periods throttled a run"
     )
+    width = 31
     for gap_ms in [0.0, *gaps_ms]:
         print(f"  {'back to back' if not gap_ms else f'{gap_ms:g} ms apart'}")
-        print(f"    {'':<18}{str(other):>26}   {'this checkout':>26}")
+        print(f"    {'':<18}" + "   ".join(f"{side.label:>{width}}" for side in sides))
         print(
-            f"    {'':<18}{'added':>8}{'CPU':>7}{'throttled':>11}   {'added':>8}{'CPU':>7}{'throttled':>11}"
+            f"    {'':<18}"
+            + "   ".join(f"{'added':>7}{'slowest':>8}{'CPU':>6}{'throttled':>10}" for _ in sides)
         )
-        compared = compared_streaming(
-            env, other, other_env, model_url, shares, runs, gap=gap_ms / 1000
-        )
-        for kind, pair in compared.items():
-            cells = "   ".join(f"{f.added:>8.1f}{f.cpu:>7.2f}{f.throttled:>11.1f}" for f in pair)
+        compared = compared_streaming(sides, model_url, runs, gap=gap_ms / 1000)
+        for kind, figures in compared.items():
+            cells = "   ".join(
+                f"{f.added:>7.1f}{slowest:>8.1f}{f.cpu:>6.2f}{f.throttled:>10.1f}"
+                for f, slowest in figures
+            )
             print(f"    {kind:<18}{cells}")
 
 
