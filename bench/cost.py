@@ -77,9 +77,9 @@ ACCESS_LOG_BYTES = 650  # one access log line of template.yaml's format, as rend
 WEB_ADAPTER_MB = 15  # the Lambda Web Adapter extension's memory, beside the app
 # The goal (issue 16): 1M turns of 10 s model time no dearer than AgentCore at 1 GB, 0.1 s CPU.
 AGENTCORE_REFERENCE = {"memory_gb": 1.0, "cpu_seconds": 0.1}
-MEMORY_SIZES = (128, 160, 192, 224, 256, 384, 512, 1024)
+MEMORY_SIZES = (128, 160, 192, 208, 216, 224, 256, 384, 512, 1024)
 #: `--by-memory`: the sizes measured at their CPU share (bench/lambda_share.py), and the goals.
-MEASURED_SIZES = (128, 192, 256, 384, 512, 768, 1024, 1769)
+MEASURED_SIZES = (128, 192, 216, 256, 384, 512, 768, 1024, 1769)
 GOAL_ADDED_MS, GOAL_INIT_S, GOAL_LAMBDA_USD = 50, 1.0, 29.0
 MODEL_SECONDS = (2.0, 10.0)
 

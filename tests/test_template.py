@@ -729,3 +729,18 @@ def test_every_function_but_the_authorizer_has_the_shared_layer():
             assert layers == [], layers
         else:
             assert "!Ref AgentsCoreLayer" in layers, name
+
+
+def test_the_streamed_runs_share_one_memory_that_keeps_lambda_within_agentcores_price():
+    """The turns, resume and responses functions are sized alike (bench/lambda_share.py
+    --memory chose it), and Lambda's compute for 1M turns of 10 s at that size stays within
+    AgentCore Runtime's 29 USD (arm64 prices as bench/cost.py has them)."""
+    found = functions(template()["Resources"])
+    sizes = {
+        name: found[name]["Properties"]["MemorySize"]
+        for name in ("TurnsFunction", "ResumeFunction", "ResponsesFunction")
+    }
+    assert len(set(sizes.values())) == 1, sizes
+    memory_gb = sizes["TurnsFunction"] / 1024
+    gb_second, per_request = 0.0000133334, 0.20 / 1e6
+    assert 1e6 * (10.0 * memory_gb * gb_second + per_request) <= 29.0
