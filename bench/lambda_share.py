@@ -24,8 +24,8 @@ Printed, each figure at the function's share beside the same figure at a full co
   streamed turn, a streamed Responses API response and the resume of a turn paused on a client
   tool add to the model's own time (the wall time to the end of the stream minus a direct
   streamed call to the model), and their time to the first byte: runs back to back (each may
-  find the period's share spent by the one before: a busy function's container, which Lambda
-  hands the next caller's request as soon as its last run ends), then each after idle gaps
+  find the period's share spent by the one before: a busy function, whose free containers
+  Lambda hands each request as it arrives), then each after idle gaps
   (20 ms: one caller's next request, which comes a network round trip and two passes through
   API Gateway after the last byte; 300 ms: a container that waited on its last model); a
   run's CPU at the share and at a full core, and
