@@ -1,4 +1,4 @@
-"""What a TLS client context costs, at a full core and at 192 MB's CPU share.
+"""What a TLS client context costs, at a full core and at the streaming functions' 216 MB share.
 
 Each HTTPS client that builds its own context loads its CA bundle (certifi's: some 140 roots)
 into it. A new container's first run made three such clients in AWS (DynamoDB, EventBridge, an
@@ -56,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     shares = {"full core": None}
     if cgroups_writable():
-        shares["192 MB (0.109)"] = cpu_share(192)
+        shares["216 MB (0.122)"] = cpu_share(216)
     else:
         print("no writable cpu cgroup: figures at a full core only")
     print(f"ms, medians of {args.runs} fresh processes")

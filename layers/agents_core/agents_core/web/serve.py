@@ -3,7 +3,7 @@
 uvicorn's own main loop wakes ten times a second to look for a request to stop. Each wake-up
 costs about a quarter of a millisecond of CPU here (bench/cpu_profile.py prints a server's idle
 CPU), so during a 10-s model call a Lambda spends some 25 ms of CPU on them, three times the
-turn's own work, out of the small share 192 MB buys. This server wakes once a second (the
+turn's own work, out of the small share 216 MB buys. This server wakes once a second (the
 resolution of the Date header it keeps fresh) and at once on SIGTERM or SIGINT.
 
 run.sh and `make run` serve on uvloop (`--loop uvloop`, in the layer): 5-9% fewer instructions
