@@ -569,7 +569,8 @@ def price_lines(m: Measured, model_seconds: float, memory_mb: int) -> list[tuple
 
 def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_SIZES) -> None:
     """For each size: Lambda's compute for 1M streamed turns at 2 s and 10 s of model time,
-    from a turn's added latency measured at that size's CPU share, and a new turns container
+    from a turn's added latency measured at that size's CPU share (every size served at once,
+    runs taken in alternating rounds: lambda_share.at_memories), and a new turns container
     as on-demand Lambda starts one: its init unthrottled (whatever the size) and its first turn
     at the share (bench/lambda_share.py's cgroups). `paced`: also what a turn adds against a
     model that streams as hosted ones do (lambda_share.Pace), where the instant model is the
@@ -582,40 +583,42 @@ def by_memory(runs: int, paced: bool = False, sizes: tuple[int, ...] = MEASURED_
         return
     pace = lambda_share.Pace() if paced else None
     compile_bytecode()
-    print("streamed turns by MemorySize, measured at each size's CPU share (medians)")
+    print(
+        "streamed turns by MemorySize, measured at each size's CPU share (medians; every size"
+        " served at once, runs taken in alternating rounds; slowest: the slowest round's)"
+    )
     if pace:
         print(f"  paced: added against a model that streams as hosted ones do ({pace})")
     print(
-        f"  {'memory':>7}{'share':>7}{'added':>10}{'paced' if pace else '':>10}{'first byte':>12}"
-        f"{'init':>8}{'first turn':>12}{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}"
+        f"  {'memory':>7}{'share':>7}{'added':>10}{'slowest':>9}{'paced' if pace else '':>10}"
+        f"{'first byte':>12}{'init':>8}{'first turn':>12}{'USD/1M, 2 s':>13}{'USD/1M, 10 s':>14}"
         f"{'response':>10}{'resume':>9}  goals"
     )
     with moto_and_model() as (aws_endpoint, model_url):
         env = lambda_share.function_env(aws_endpoint, model_url, built_layer())
-        for mb in sizes:
-            (init, first_turn), figures, paced_figures = lambda_share.at_memory(
-                mb, env, model_url, runs, pace
-            )
-            added_ms, first_ms = figures["streamed turn"][:2]
-            paced_ms = f"{paced_figures['streamed turn'][0]:>7.0f} ms" if paced_figures else ""
-            usd = [
-                1e6 * ((s + added_ms / 1000) * mb / 1024 * LAMBDA_GB_SECOND + LAMBDA_REQUEST)
-                for s in MODEL_SECONDS
-            ]
-            met = [
-                ("latency", added_ms <= GOAL_ADDED_MS),
-                ("init", init <= GOAL_INIT_S),
-                ("cost", usd[-1] <= GOAL_LAMBDA_USD),
-            ]
-            if paced_figures:
-                met.insert(1, ("paced", paced_figures["streamed turn"][0] <= GOAL_ADDED_MS))
-            goals = " ".join(f"{what} {'ok' if ok else 'no'}" for what, ok in met)
-            print(
-                f"  {mb:>4} MB{cpu_share(mb):>7.3f}{added_ms:>8.0f} ms{paced_ms:>10}"
-                f"{first_ms:>9.0f} ms{init:>6.2f} s{first_turn:>9.0f} ms"
-                f"{usd[0]:>13.2f}{usd[1]:>14.2f}{figures['streamed response'][0]:>7.0f} ms"
-                f"{figures['resume'][0]:>6.0f} ms  {goals}"
-            )
+        measured = lambda_share.at_memories(list(sizes), env, model_url, runs, pace)
+    for mb, at in measured.items():
+        turn, slowest = at.instant["streamed turn"]
+        paced_ms = f"{at.paced['streamed turn'][0].added:>7.0f} ms" if at.paced else ""
+        usd = [
+            1e6 * ((s + turn.added / 1000) * mb / 1024 * LAMBDA_GB_SECOND + LAMBDA_REQUEST)
+            for s in MODEL_SECONDS
+        ]
+        met = [
+            ("latency", turn.added <= GOAL_ADDED_MS),
+            ("init", at.init <= GOAL_INIT_S),
+            ("cost", usd[-1] <= GOAL_LAMBDA_USD),
+        ]
+        if at.paced:
+            met.insert(1, ("paced", at.paced["streamed turn"][0].added <= GOAL_ADDED_MS))
+        goals = " ".join(f"{what} {'ok' if ok else 'no'}" for what, ok in met)
+        print(
+            f"  {mb:>4} MB{cpu_share(mb):>7.3f}{turn.added:>8.0f} ms{slowest:>6.0f} ms{paced_ms:>10}"
+            f"{turn.first:>9.0f} ms{at.init:>6.2f} s{at.first_turn:>9.0f} ms"
+            f"{usd[0]:>13.2f}{usd[1]:>14.2f}"
+            f"{at.instant['streamed response'][0].added:>7.0f} ms"
+            f"{at.instant['resume'][0].added:>6.0f} ms  {goals}"
+        )
 
 
 def report(args, turns: Measured, responses: Measured, crud: Crud) -> None:

@@ -1,7 +1,7 @@
 """Each function of template.yaml run as Lambda runs it, confined to the CPU its memory buys.
 
-Lambda gives a function CPU in proportion to its MemorySize (1,769 MB = one vCPU), so a 192 MB
-function has about 0.11 of one. A cpu cgroup holds the function's process to that share (v1 at
+Lambda gives a function CPU in proportion to its MemorySize (1,769 MB = one vCPU), so a 216 MB
+function has about 0.12 of one. A cpu cgroup holds the function's process to that share (v1 at
 /sys/fs/cgroup/cpu: cfs_quota_us = share x cfs_period_us; v2: cpu.max). AWS (a moto server) and
 the model (tests/peers/openai_server.py, which answers at once) run outside it, in processes of
 their own (peers.py), as they would in AWS.
@@ -380,16 +380,24 @@ class Served(NamedTuple):
 
 
 def compared_streaming(
-    sides: list[Served], model_url: str, runs: int, gap: float = 0.0, rounds: int = 4
+    sides: list[Served],
+    model_url: str,
+    runs: int,
+    gap: float = 0.0,
+    rounds: int = 4,
+    pace: Pace | None = None,
 ) -> dict[str, list[tuple[Streamed, float]]]:
-    """{run: [each side's (Streamed, ms added in its slowest round)]}: every side's streaming functions served at once, each in a
-    cgroup of its share, over the same AWS and model; each kind's `runs` taken in `rounds`
-    batches of each side, in turn. Rounds of one side minutes apart differ by more than most
-    changes do; alternating, all sides meet the same sitting."""
+    """{run: [each side's (Streamed, ms added in its slowest round)]}: every side's streaming
+    functions served at once, each in a cgroup of its share, over the same AWS and model; each
+    kind's `runs` taken in `rounds` batches of each side, in turn. Rounds of one side minutes
+    apart differ by more than most changes do; alternating, all sides meet the same sitting.
+    `pace`: the model streams so in the timed runs."""
     import httpx
 
     http = httpx.Client(timeout=60)
-    model = model_time(http, model_url, runs)
+    model = model_time(http, model_url, runs, pace)
+    rounds = min(rounds, runs)
+    batches = [runs // rounds + (r < runs % rounds) for r in range(rounds)]
     with ExitStack() as stack:
         agents = stack.enter_context(function_server(ROOT, "agents", sides[0].env))[0]
         served = [
@@ -400,9 +408,9 @@ def compared_streaming(
         for kind in RUN_FUNCTIONS:
             taken: list[list] = [[] for _ in served]
             slowest = [0.0 for _ in served]
-            for _ in range(rounds):
+            for batch_runs in batches:
                 for i, side in enumerate(served):
-                    batch = side.timed(kind, max(1, runs // rounds), None, gap)
+                    batch = side.timed(kind, batch_runs, pace, gap)
                     taken[i].extend(batch)
                     slowest[i] = max(slowest[i], _Side.streamed(batch, model).added)
             out[kind] = [
@@ -590,20 +598,38 @@ def tls_fronts(aws_endpoint: str, model_url: str) -> Iterator[tuple[str, str, Pa
         yield urls[0], urls[1], Path(folder) / "bundle.pem"
 
 
-def at_memory(
-    memory_mb: int, env: dict[str, str], model_url: str, runs: int, pace: Pace | None = None
-) -> tuple[
-    tuple[float, float], dict[str, tuple[float, float]], dict[str, tuple[float, float]] | None
-]:
-    """((a new turns container's init in seconds, unthrottled as on demand; ms its first turn
-    adds at this memory's share), the streaming figures, the same against a model paced so or
-    None) with every streaming function at this memory's share (bench/cost.py's table by
-    MemorySize). The init is primed, as deployed."""
-    shares = {f.code.name: cpu_share(memory_mb) for f in template_functions() if f.streaming}
-    first = first_runs(env, model_url, shares, 3, ("streamed turn",), ("connected",))
-    instant = streaming_figures(env, model_url, shares, runs)
-    paced = streaming_figures(env, model_url, shares, runs, pace) if pace else None
-    return first["streamed turn"]["connected"], instant, paced
+class AtMemory(NamedTuple):
+    """One memory size as bench/cost.py's table by MemorySize shows it."""
+
+    init: float  # s: a new turns container's init, unthrottled as on demand (primed, connected)
+    first_turn: float  # ms its first turn adds at the size's share
+    instant: dict[str, tuple[Streamed, float]]  # run: (figures, ms added in its slowest round)
+    paced: dict[str, tuple[Streamed, float]] | None  # the same against the paced model
+
+
+def at_memories(
+    sizes: list[int], env: dict[str, str], model_url: str, runs: int, pace: Pace | None = None
+) -> dict[int, AtMemory]:
+    """{MB: AtMemory}: every streaming function at each size's share. The streamed runs of all
+    sizes are served at once and timed in alternating rounds (`compared_streaming`), since
+    sizes timed one after another minutes apart differ by the sitting as much as by the share;
+    each size's new containers are started after."""
+    names = [f.code.name for f in template_functions() if f.streaming]
+    shares = {mb: {name: cpu_share(mb) for name in names} for mb in sizes}
+    sides = [Served(f"{mb} MB", ROOT, env, shares[mb]) for mb in sizes]
+    instant = compared_streaming(sides, model_url, runs)
+    paced = compared_streaming(sides, model_url, runs, pace=pace) if pace else None
+    out = {}
+    for i, mb in enumerate(sizes):
+        first = first_runs(env, model_url, shares[mb], 3, ("streamed turn",), ("connected",))
+        init, first_turn = first["streamed turn"]["connected"]
+        out[mb] = AtMemory(
+            init,
+            first_turn,
+            {kind: figures[i] for kind, figures in instant.items()},
+            {kind: figures[i] for kind, figures in paced.items()} if paced else None,
+        )
+    return out
 
 
 def main() -> None:
