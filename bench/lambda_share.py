@@ -25,13 +25,12 @@ Printed, each figure at the function's share beside the same figure at a full co
   tool add to the model's own time (the wall time to the end of the stream minus a direct
   streamed call to the model), and their time to the first byte: runs back to back (each may
   find the period's share spent by the one before: a busy function, whose free containers
-  Lambda hands each request as it arrives), then each after idle gaps
-  (20 ms: one caller's next request, which comes a network round trip and two passes through
-  API Gateway after the last byte; 300 ms: a container that waited on its last model); a
-  run's CPU at the share and at a full core, and
-  the periods it was throttled in; and a new container as on-demand Lambda starts one: its
-  init unthrottled, then its first run at the share, after each init of `INITS` (lazy, primed,
-  and connected as deployed).
+  Lambda hands each request as it arrives), then each after idle gaps (20 ms: one caller's
+  next request, which comes a network round trip and two passes through API Gateway after the
+  last byte; 300 ms: a container that waited on its last model); a run's CPU at the share and
+  at a full core, and the periods it was throttled in; and a new container as on-demand
+  Lambda starts one: its init unthrottled, then its first run at the share, after each init of
+  `INITS` (lazy, primed, and connected as deployed).
 
 How to read it: the figure at the share is what a deployed function of that size would show,
 with AWS and the model as fast as here; share over full core is what the memory choice costs in
@@ -695,8 +694,11 @@ def main() -> None:
             env = function_env(aws_endpoint, model_url, layer)
         streaming = [f for f in functions if f.streaming]
         shares = {f.code.name: f.share for f in streaming}
+        if args.memory and not confine:
+            print("--memory compares CPU shares: it needs a writable cpu cgroup")
+            return
         if args.compare or args.memory:
-            if not confine:  # no cgroup: every side at a full core
+            if not confine:  # no cgroup: both checkouts at a full core
                 shares = dict.fromkeys(shares)
             if args.compare:
                 compile_bytecode(args.compare)
